@@ -1,0 +1,111 @@
+//! Opening a GPU: driver presence, device, context and a stream.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use crate::error::{DriverContext, Error, Result};
+use crate::module::Module;
+
+/// One GPU: its primary context and a default stream for work submitted through it.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    name: String,
+    cc: u32,
+}
+
+impl Gpu {
+    /// Opens device `ordinal`. Returns [`Error::NoDriver`] when no CUDA driver is
+    /// installed and [`Error::NoDevice`] when the device does not exist.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        if !driver_present() {
+            return Err(Error::NoDriver);
+        }
+        let count = Self::count()?;
+        if ordinal >= count {
+            return Err(Error::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).during("cuCtxCreate")?;
+        let (major, minor) = ctx.compute_capability().during("cuDeviceGetAttribute")?;
+        let name = ctx.name().during("cuDeviceGetName")?;
+        let stream = ctx.default_stream();
+        Ok(Gpu {
+            ctx,
+            stream,
+            name,
+            cc: (major * 10 + minor) as u32,
+        })
+    }
+
+    /// Number of CUDA devices, or [`Error::NoDriver`].
+    pub fn count() -> Result<usize> {
+        if !driver_present() {
+            return Err(Error::NoDriver);
+        }
+        cudarc::driver::result::init().during("cuInit")?;
+        Ok(CudaContext::device_count().during("cuDeviceGetCount")? as usize)
+    }
+
+    /// The device's name, such as `NVIDIA H100 80GB HBM3`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Compute capability as major * 10 + minor (`90` on an H100).
+    pub fn compute_capability(&self) -> u32 {
+        self.cc
+    }
+
+    /// The driver's CUDA version as (major, minor), for example (13, 0).
+    pub fn driver_version(&self) -> Result<(u32, u32)> {
+        let mut v = 0;
+        // SAFETY: writes one int; the driver is loaded (checked in `new`).
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) }
+            .result()
+            .during("cuDriverGetVersion")?;
+        Ok((v as u32 / 1000, (v as u32 % 1000) / 10))
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.ctx.mem_get_info().during("cuMemGetInfo")
+    }
+
+    /// The cudarc context, for calls this crate does not wrap.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream work is submitted on by default.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Loads the module best suited to this device from a set of PTX modules built by
+    /// `lookahead-builder` (`(compute capability, PTX)`, lowest first): the newest one not
+    /// newer than the device.
+    pub fn load_ptx(&self, modules: &[(u32, &str)]) -> Result<Module> {
+        let (arch, ptx) = modules
+            .iter()
+            .rev()
+            .find(|(arch, _)| *arch <= self.cc)
+            .ok_or_else(|| Error::NoPtxForDevice {
+                device_cc: self.cc,
+                built: modules.iter().map(|(a, _)| *a).collect(),
+            })?;
+        Module::load(&self.ctx, *arch, ptx)
+    }
+
+    /// Waits for all work on the default stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().during("cuStreamSynchronize")
+    }
+}
+
+/// Whether the CUDA driver library can be loaded (without panicking when it cannot).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
