@@ -65,7 +65,10 @@ impl FromStr for Arch {
     type Err = BuildError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let digits = s.trim().trim_start_matches("sm_").trim_start_matches("compute_");
+        let digits = s
+            .trim()
+            .trim_start_matches("sm_")
+            .trim_start_matches("compute_");
         match digits.parse::<u32>() {
             // Rust's nvptx64 target knows sm_20 ... sm_121; older than sm_50 is not
             // supported by any CUDA 12+ ptxas, so refuse it here with a clear message.

@@ -15,11 +15,10 @@
 //! 4. check the PTX is self-contained and, where `ptxas` is installed, that it assembles.
 //!
 //! ```no_run
-//! // build.rs of a host crate (or of the kernel crate itself, for its host side)
-//! fn main() {
-//!     lookahead_builder::KernelBuilder::new(env!("CARGO_MANIFEST_DIR"))
-//!         .build_for_cargo();
-//! }
+//! // build.rs of a host crate (or of the kernel crate itself, for its host side):
+//! // `fn main() {` ...
+//! lookahead_builder::KernelBuilder::new(env!("CARGO_MANIFEST_DIR")).build_for_cargo();
+//! // ... `}`
 //! // then, in the crate:
 //! // include!(concat!(env!("OUT_DIR"), "/gpu_kernels_ptx.rs"));
 //! // which defines `PTX: &[(u32, &str)]` (compute capability, PTX text) and `PTX_TOOLCHAIN`.
@@ -283,7 +282,10 @@ impl KernelBuilder {
         let crate_name = lib_name(&crate_dir)?;
 
         let mut entries = String::new();
-        let mut report = format!("kernel crate: {}\ntoolchain: {toolchain}\n", crate_dir.display());
+        let mut report = format!(
+            "kernel crate: {}\ntoolchain: {toolchain}\n",
+            crate_dir.display()
+        );
         for b in &built {
             let dest = out_dir.join(format!("{crate_name}.{}.ptx", b.arch));
             fs::copy(&b.path, &dest).map_err(|e| BuildError::io("copying PTX to", &dest, e))?;
@@ -441,7 +443,13 @@ fn package_metadata(crate_dir: &Path) -> Result<Vec<LocalPackage>, BuildError> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = tool::run(
         Command::new(cargo)
-            .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+            .args([
+                "metadata",
+                "--no-deps",
+                "--format-version",
+                "1",
+                "--offline",
+            ])
             .arg("--manifest-path")
             .arg(crate_dir.join("Cargo.toml")),
     )?;

@@ -63,9 +63,9 @@ impl LinkRequest {
                 _ if arg.starts_with("--target-feature=") => req
                     .target_features
                     .push(arg["--target-feature=".len()..].to_string()),
-                _ if arg.starts_with("--export-symbol=") => {
-                    req.exports.push(arg["--export-symbol=".len()..].to_string())
-                }
+                _ if arg.starts_with("--export-symbol=") => req
+                    .exports
+                    .push(arg["--export-symbol=".len()..].to_string()),
                 _ if arg.starts_with("--target-cpu=") => {
                     req.target_cpu = Some(arg["--target-cpu=".len()..].to_string())
                 }
@@ -102,9 +102,11 @@ pub fn link_from_args() -> i32 {
 }
 
 fn link(req: &LinkRequest) -> Result<(), BuildError> {
-    let llvm_bin = PathBuf::from(env::var_os(LLVM_BIN_VAR).ok_or_else(|| {
-        BuildError::NotInBuildScript("LOOKAHEAD_PTX_LINK_LLVM_BIN (set by the kernel builder)")
-    })?);
+    let llvm_bin = PathBuf::from(
+        env::var_os(LLVM_BIN_VAR).ok_or(BuildError::NotInBuildScript(
+            "LOOKAHEAD_PTX_LINK_LLVM_BIN (set by the kernel builder)",
+        ))?,
+    );
     let tool = |name: &str| llvm_bin.join(name);
     let output = req.output.clone().expect("checked in parse");
     let stem = output.with_extension("");
@@ -143,7 +145,12 @@ fn link(req: &LinkRequest) -> Result<(), BuildError> {
             .map(PathBuf::from)
             .filter(|p| p.exists())
             .ok_or_else(|| BuildError::NoLibdevice {
-                symbols: nv_symbols.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+                symbols: nv_symbols
+                    .iter()
+                    .take(4)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })?;
         run(Command::new(tool("llvm-link"))
             .arg("--only-needed")
@@ -159,7 +166,10 @@ fn link(req: &LinkRequest) -> Result<(), BuildError> {
         .map_err(|e| BuildError::io("writing", &exports, e))?;
     let optimized = scratch("opt.bc");
     run(Command::new(tool("opt"))
-        .arg(format!("--internalize-public-api-file={}", exports.display()))
+        .arg(format!(
+            "--internalize-public-api-file={}",
+            exports.display()
+        ))
         .arg("--passes=default<O3>,internalize,globaldce")
         .arg(&linked)
         .arg("-o")
@@ -168,7 +178,10 @@ fn link(req: &LinkRequest) -> Result<(), BuildError> {
     // 5. Code generation; the PTX ISA version comes from rustc's target features
     //    (the builder passes -C target-feature=+ptxNN).
     let mut llc = Command::new(tool("llc"));
-    llc.arg(format!("--mcpu={}", req.target_cpu.as_deref().unwrap_or_default()));
+    llc.arg(format!(
+        "--mcpu={}",
+        req.target_cpu.as_deref().unwrap_or_default()
+    ));
     if !req.target_features.is_empty() {
         llc.arg(format!("--mattr={}", req.target_features.join(",")));
     }

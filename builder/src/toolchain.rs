@@ -133,10 +133,13 @@ impl DeviceToolchain {
                 core_src.display()
             )));
         }
-        let targets = stdout_of(Command::new(rustc).args(["--print", "target-list"]))
-            .unwrap_or_default();
+        let targets =
+            stdout_of(Command::new(rustc).args(["--print", "target-list"])).unwrap_or_default();
         if !targets.lines().any(|t| t == crate::TARGET) {
-            return Err(CandidateRejected(format!("does not know {}", crate::TARGET)));
+            return Err(CandidateRejected(format!(
+                "does not know {}",
+                crate::TARGET
+            )));
         }
         let llvm_bin = find_llvm_bin(&sysroot, llvm_major).map_err(|looked| {
             CandidateRejected(format!(

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU tests, in two halves because the GPU machine has no Rust toolchain:
+#   bash scripts/gpu-tests.sh build   # here: build test binaries and programs into .device/
+#   bash scripts/gpu-tests.sh run     # on the GPU machine (run tool, carry=[".device"]):
+#                                     # runs every `#[ignore = "needs a CUDA GPU"]` test and
+#                                     # the demo; exits non-zero if any fails.
+# Each test binary is run with --ignored: a GPU test that finds no GPU fails, it never passes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=.device
+
+case "${1:-}" in
+build)
+    bash scripts/setup.sh >/dev/null
+    rm -rf "$DEST/tests" "$DEST/bin"
+    mkdir -p "$DEST/tests" "$DEST/bin"
+    cargo test --workspace --release --no-run --message-format=json 2>/dev/null |
+        python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        t = m["target"]
+        name = (m["package_id"].split("#")[0].rsplit("/", 1)[-1] + "__" + t["name"]).replace("-", "_")
+        shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
+        print("test binary:", name)
+' "$DEST/tests"
+    cargo build --workspace --release --bins --quiet
+    for b in target/release/*; do
+        if [ -f "$b" ] && [ -x "$b" ] && [[ "$(basename "$b")" != *.* ]]; then cp "$b" "$DEST/bin/"; fi
+    done
+    strip "$DEST"/tests/* "$DEST"/bin/* 2>/dev/null || true
+    du -sh "$DEST"
+    ;;
+run)
+    nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader || true
+    failed=0
+    for t in "$DEST"/tests/*; do
+        echo "== $(basename "$t") --ignored"
+        if ! "$t" --ignored --test-threads=1; then failed=$((failed + 1)); echo "FAILED: $t"; fi
+    done
+    echo "== demo"
+    "$DEST/bin/demo" || { failed=$((failed + 1)); echo "FAILED: demo"; }
+    echo "gpu-tests: $failed failing group(s)"
+    [ "$failed" = 0 ]
+    ;;
+*)
+    echo "usage: $0 build|run" >&2
+    exit 2
+    ;;
+esac
