@@ -1,10 +1,11 @@
 //! Opening a GPU: driver presence, device, context and a stream.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaStream};
 
-use crate::error::{DriverContext, Error, Result};
+use crate::capabilities::Capabilities;
+use crate::error::{Capability, DriverContext, Error, Result};
 use crate::module::Module;
 
 /// One GPU: its primary context and a default stream for work submitted through it.
@@ -14,6 +15,8 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     name: String,
     cc: u32,
+    allow_oversubscription: bool,
+    caps: Arc<OnceLock<Capabilities>>,
 }
 
 impl Gpu {
@@ -36,7 +39,49 @@ impl Gpu {
             stream,
             name,
             cc: (major * 10 + minor) as u32,
+            allow_oversubscription: false,
+            caps: Arc::default(),
         })
+    }
+
+    /// This handle with managed-memory oversubscription allowed (`true`) or refused (`false`,
+    /// the default). When refused, a managed allocation that does not fit in the device's
+    /// free memory (less what live managed buffers already promised) fails with
+    /// [`Error::OutOfMemory`] instead of letting the driver evict pages back and forth.
+    /// Only the returned handle (and its clones) carries the setting.
+    pub fn allow_oversubscription(mut self, allow: bool) -> Self {
+        self.allow_oversubscription = allow;
+        self
+    }
+
+    /// Whether managed allocations through this handle may oversubscribe the device.
+    pub fn oversubscription_allowed(&self) -> bool {
+        self.allow_oversubscription
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// The device's capabilities, queried on first use and cached.
+    pub fn capabilities(&self) -> Result<&Capabilities> {
+        if let Some(c) = self.caps.get() {
+            return Ok(c);
+        }
+        let c = Capabilities::query(self)?;
+        Ok(self.caps.get_or_init(|| c))
+    }
+
+    /// `Ok(())` if the device has `capability`, else [`Error::CapabilityMissing`].
+    pub fn require(&self, capability: Capability, needed_by: &'static str) -> Result<()> {
+        self.capabilities()?.require(capability, needed_by)
+    }
+
+    /// Makes this GPU's context current on the calling thread (needed before raw driver calls
+    /// from a new thread).
+    pub fn bind_to_thread(&self) -> Result<()> {
+        self.ctx.bind_to_thread().during("cuCtxSetCurrent")
     }
 
     /// Number of CUDA devices, or [`Error::NoDriver`].
@@ -108,4 +153,23 @@ impl Gpu {
 pub fn driver_present() -> bool {
     // SAFETY: only tries to dlopen the library.
     unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This crate's CPU-only test machines have no NVIDIA driver: opening a GPU must fail
+    /// cleanly with `NoDriver` there (and with nothing else on a machine that has one).
+    #[test]
+    fn no_driver_path_returns_no_driver() {
+        if driver_present() {
+            eprintln!("driver present: skipping the no-driver assertion");
+            return;
+        }
+        assert!(matches!(Gpu::new(0), Err(Error::NoDriver)));
+        assert!(matches!(Gpu::count(), Err(Error::NoDriver)));
+        let msg = Gpu::new(0).unwrap_err().to_string();
+        assert!(msg.contains("no CUDA driver"), "{msg}");
+    }
 }

@@ -13,11 +13,25 @@
 //! println!("{} (sm_{})", gpu.name(), gpu.compute_capability());
 //! ```
 
+pub mod advice;
+pub mod capabilities;
 pub mod error;
 pub mod gpu;
+pub mod managed;
 pub mod module;
+pub mod prefetch;
+pub mod range;
+pub mod resource;
+pub mod vmm;
 
+pub use advice::{Advice, RangeAttributes};
+pub use capabilities::{Capabilities, Interconnect};
 pub use cudarc;
-pub use error::{Error, Result};
+pub use error::{Capability, Error, Result};
 pub use gpu::Gpu;
+pub use managed::{AllocOptions, Location, ManagedBuffer, ManagedView, ManagedViewMut};
 pub use module::Module;
+pub use prefetch::{PrefetchEngine, PrefetchOptions, PrefetchTicket};
+pub use range::ByteRange;
+pub use resource::{ManagedResource, MemoryResource, PrefetchResource};
+pub use vmm::{GrowOutcome, GrowableVec, VaBlocker, VecOptions};

@@ -40,7 +40,10 @@ impl Module {
         if let Some(f) = cache.get(name) {
             return Ok(f.clone());
         }
-        let f = self.module.load_function(name).during("cuModuleGetFunction")?;
+        let f = self
+            .module
+            .load_function(name)
+            .during("cuModuleGetFunction")?;
         cache.insert(name.to_string(), f.clone());
         Ok(f)
     }
