@@ -43,14 +43,18 @@ impl Buffer {
             Ok(Buffer::Managed(buf))
         } else {
             Ok(Buffer::Device(
-                gpu.stream().clone_htod(data).map_err(during("cuMemcpyHtoD"))?,
+                gpu.stream()
+                    .clone_htod(data)
+                    .map_err(during("cuMemcpyHtoD"))?,
             ))
         }
     }
 
     fn read(&self, stream: &Arc<CudaStream>) -> Result<Vec<f32>, Error> {
         let during = |call| move |source| Error::Driver { call, source };
-        stream.synchronize().map_err(during("cuStreamSynchronize"))?;
+        stream
+            .synchronize()
+            .map_err(during("cuStreamSynchronize"))?;
         match self {
             Buffer::Device(d) => stream.clone_dtoh(d).map_err(during("cuMemcpyDtoH")),
             Buffer::Managed(m) => Ok(m.as_slice().map_err(during("host access"))?.to_vec()),
@@ -75,7 +79,10 @@ fn main() -> ExitCode {
     let args = Args::parse();
     println!("Lookahead demo: Rust kernels compiled to PTX by lookahead-builder");
     println!("  device toolchain: {}", gpu_kernels::PTX_TOOLCHAIN);
-    let built: Vec<String> = gpu_kernels::PTX.iter().map(|(a, _)| format!("sm_{a}")).collect();
+    let built: Vec<String> = gpu_kernels::PTX
+        .iter()
+        .map(|(a, _)| format!("sm_{a}"))
+        .collect();
     println!("  PTX built for: {}", built.join(", "));
 
     let gpu = match Gpu::new(0) {
@@ -83,7 +90,9 @@ fn main() -> ExitCode {
         Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
             println!("\nNo CUDA GPU here: {e}.");
             println!("Nothing was run on a GPU and nothing was checked. The kernels were compiled");
-            println!("and validated (see `bash scripts/test.sh`); run this demo on a machine with an");
+            println!(
+                "and validated (see `bash scripts/test.sh`); run this demo on a machine with an"
+            );
             println!("NVIDIA GPU and driver to execute them.");
             return ExitCode::from(2);
         }
@@ -94,9 +103,14 @@ fn main() -> ExitCode {
     };
     match run(&gpu, &args) {
         Ok(checks) => {
-            println!("\n{:<44} {:<6} detail", "check", "result");
+            println!("\n{:<46} {:<6} detail", "check", "result");
             for c in &checks {
-                println!("{:<44} {:<6} {}", c.name, if c.ok { "PASS" } else { "FAIL" }, c.detail);
+                println!(
+                    "{:<46} {:<6} {}",
+                    c.name,
+                    if c.ok { "PASS" } else { "FAIL" },
+                    c.detail
+                );
             }
             let failed = checks.iter().filter(|c| !c.ok).count();
             println!("\n{} passed, {} failed", checks.len() - failed, failed);
@@ -195,7 +209,11 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
             // SAFETY: (*const f32, *mut f32, usize, usize) as the kernels declare.
             finish(gpu, kernel, unsafe { l.launch(grid(n)) })?;
             let got = dy.read(gpu.stream())?;
-            let wrong = got.iter().zip(&x).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
+            let wrong = got
+                .iter()
+                .zip(&x)
+                .filter(|(g, w)| g.to_bits() != w.to_bits())
+                .count();
             checks.push(Check {
                 name: format!("{kernel} on {memory} memory"),
                 ok: wrong == 0,
@@ -221,6 +239,9 @@ fn finish<T>(
     kernel: &'static str,
     launched: Result<T, cudarc::driver::DriverError>,
 ) -> Result<(), Error> {
-    launched.map_err(|source| Error::Driver { call: kernel, source })?;
+    launched.map_err(|source| Error::Driver {
+        call: kernel,
+        source,
+    })?;
     gpu.synchronize()
 }
