@@ -1,37 +1,126 @@
-//! Atomic read-modify-write operations on global or shared memory (generic addresses).
+//! Atomic read-modify-write operations (`atom.*` on generic addresses, so they work on
+//! global, managed and shared memory alike).
+//!
+//! The safe functions ([`atomic_add`], [`atomic_max`], [`atomic_cas`]) take `&mut T`: a
+//! kernel's `&mut [T]` parameter is shared by every thread of the launch, and these are the
+//! operations that make concurrent updates of one element well defined. The `unsafe`
+//! pointer forms are for shared memory and other raw addresses.
 
-use core::arch::asm;
+/// Types with an atomic add (`atom.add`): `f32`, `u32`, `u64`.
+pub trait AtomicAdd: Copy {
+    /// Atomically adds `value` to `*ptr`, returning the previous value.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes and aligned; other threads may only access
+    /// it atomically while this runs.
+    unsafe fn atomic_add_ptr(ptr: *mut Self, value: Self) -> Self;
+}
+
+/// Types with an atomic maximum (`atom.max`): `u32`, `i32`, `u64`, `i64`.
+pub trait AtomicMax: Copy {
+    /// Atomically stores `max(*ptr, value)`, returning the previous value.
+    ///
+    /// # Safety
+    /// As [`AtomicAdd::atomic_add_ptr`].
+    unsafe fn atomic_max_ptr(ptr: *mut Self, value: Self) -> Self;
+}
+
+/// Types with an atomic compare-and-swap (`atom.cas`): `u32`, `u64`.
+pub trait AtomicCas: Copy {
+    /// Atomically replaces `*ptr` by `new` if it equals `expected`; returns the previous value
+    /// (equal to `expected` exactly when the swap happened).
+    ///
+    /// # Safety
+    /// As [`AtomicAdd::atomic_add_ptr`].
+    unsafe fn atomic_cas_ptr(ptr: *mut Self, expected: Self, new: Self) -> Self;
+}
+
+macro_rules! atom {
+    ($tr:ident, $method:ident, $ty:ty, $instr:literal, $reg:ident) => {
+        impl $tr for $ty {
+            #[inline(always)]
+            unsafe fn $method(ptr: *mut Self, value: Self) -> Self {
+                on_gpu!(concat!("atomic::", $instr), [ptr, value], {
+                    let old: $ty;
+                    core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
+                    old
+                })
+            }
+        }
+    };
+}
+
+atom!(AtomicAdd, atomic_add_ptr, f32, "atom.add.f32", reg32);
+atom!(AtomicAdd, atomic_add_ptr, u32, "atom.add.u32", reg32);
+atom!(AtomicAdd, atomic_add_ptr, u64, "atom.add.u64", reg64);
+atom!(AtomicMax, atomic_max_ptr, u32, "atom.max.u32", reg32);
+atom!(AtomicMax, atomic_max_ptr, i32, "atom.max.s32", reg32);
+atom!(AtomicMax, atomic_max_ptr, u64, "atom.max.u64", reg64);
+atom!(AtomicMax, atomic_max_ptr, i64, "atom.max.s64", reg64);
+
+macro_rules! cas {
+    ($ty:ty, $instr:literal, $reg:ident) => {
+        impl AtomicCas for $ty {
+            #[inline(always)]
+            unsafe fn atomic_cas_ptr(ptr: *mut Self, expected: Self, new: Self) -> Self {
+                on_gpu!(concat!("atomic::", $instr), [ptr, expected, new], {
+                    let old: $ty;
+                    core::arch::asm!(concat!($instr, " {old}, [{ptr}], {e}, {n};"), old = out($reg) old, ptr = in(reg64) ptr, e = in($reg) expected, n = in($reg) new, options(nostack));
+                    old
+                })
+            }
+        }
+    };
+}
+
+cas!(u32, "atom.cas.b32", reg32);
+cas!(u64, "atom.cas.b64", reg64);
+
+/// Atomically adds `value` to `*slot` and returns the previous value (`atom.add.{f32,u32,u64}`).
+#[inline(always)]
+pub fn atomic_add<T: AtomicAdd>(slot: &mut T, value: T) -> T {
+    // SAFETY: a reference is valid and aligned; atomicity is the point.
+    unsafe { T::atomic_add_ptr(slot, value) }
+}
+
+/// Atomically stores `max(*slot, value)` and returns the previous value (`atom.max`).
+#[inline(always)]
+pub fn atomic_max<T: AtomicMax>(slot: &mut T, value: T) -> T {
+    // SAFETY: as in `atomic_add`.
+    unsafe { T::atomic_max_ptr(slot, value) }
+}
+
+/// Atomically replaces `*slot` by `new` if it equals `expected`; returns the previous value
+/// (`atom.cas`).
+#[inline(always)]
+pub fn atomic_cas<T: AtomicCas>(slot: &mut T, expected: T, new: T) -> T {
+    // SAFETY: as in `atomic_add`.
+    unsafe { T::atomic_cas_ptr(slot, expected, new) }
+}
 
 /// Atomically adds `value` to `*ptr` and returns the previous value (`atom.add.f32`).
 ///
 /// # Safety
-/// `ptr` must be valid for reads and writes, aligned, and only accessed atomically by
-/// other threads while this runs.
+/// As [`AtomicAdd::atomic_add_ptr`].
 #[inline(always)]
 pub unsafe fn atomic_add_f32(ptr: *mut f32, value: f32) -> f32 {
-    let old: f32;
-    asm!("atom.add.f32 {old}, [{ptr}], {v};", old = out(reg32) old, ptr = in(reg64) ptr, v = in(reg32) value, options(nostack));
-    old
+    f32::atomic_add_ptr(ptr, value)
 }
 
 /// Atomically adds `value` to `*ptr` and returns the previous value (`atom.add.u32`).
 ///
 /// # Safety
-/// As [`atomic_add_f32`].
+/// As [`AtomicAdd::atomic_add_ptr`].
 #[inline(always)]
 pub unsafe fn atomic_add_u32(ptr: *mut u32, value: u32) -> u32 {
-    let old: u32;
-    asm!("atom.add.u32 {old}, [{ptr}], {v};", old = out(reg32) old, ptr = in(reg64) ptr, v = in(reg32) value, options(nostack));
-    old
+    u32::atomic_add_ptr(ptr, value)
 }
 
 /// Atomically adds `value` to `*ptr` and returns the previous value (`atom.add.u64`).
 ///
 /// # Safety
-/// As [`atomic_add_f32`].
+/// As [`AtomicAdd::atomic_add_ptr`].
 #[inline(always)]
 pub unsafe fn atomic_add_u64(ptr: *mut u64, value: u64) -> u64 {
-    let old: u64;
-    asm!("atom.add.u64 {old}, [{ptr}], {v};", old = out(reg64) old, ptr = in(reg64) ptr, v = in(reg64) value, options(nostack));
-    old
+    u64::atomic_add_ptr(ptr, value)
 }

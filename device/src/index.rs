@@ -1,39 +1,62 @@
-//! Thread, block and grid coordinates.
+//! Thread, block and grid coordinates (PTX special registers) and global-index helpers.
 
-use core::arch::nvptx;
-
-/// Thread index within its block, x dimension (`%tid.x`).
-#[inline(always)]
-pub fn thread_idx_x() -> u32 {
-    // SAFETY: reads a special register; always valid inside a kernel.
-    unsafe { nvptx::_thread_idx_x() as u32 }
+macro_rules! special_register {
+    ($(#[$doc:meta] $name:ident => $intr:ident;)*) => {$(
+        #[$doc]
+        #[inline(always)]
+        pub fn $name() -> u32 {
+            // SAFETY: reads a special register; always valid inside a kernel.
+            on_gpu!(stringify!($name), [], unsafe { core::arch::nvptx::$intr() as u32 })
+        }
+    )*};
 }
 
-/// Block index within the grid, x dimension (`%ctaid.x`).
-#[inline(always)]
-pub fn block_idx_x() -> u32 {
-    // SAFETY: reads a special register.
-    unsafe { nvptx::_block_idx_x() as u32 }
+special_register! {
+    /// Thread index within its block, x dimension (`%tid.x`).
+    thread_idx_x => _thread_idx_x;
+    /// Thread index within its block, y dimension (`%tid.y`).
+    thread_idx_y => _thread_idx_y;
+    /// Thread index within its block, z dimension (`%tid.z`).
+    thread_idx_z => _thread_idx_z;
+    /// Block index within the grid, x dimension (`%ctaid.x`).
+    block_idx_x => _block_idx_x;
+    /// Block index within the grid, y dimension (`%ctaid.y`).
+    block_idx_y => _block_idx_y;
+    /// Block index within the grid, z dimension (`%ctaid.z`).
+    block_idx_z => _block_idx_z;
+    /// Threads per block, x dimension (`%ntid.x`).
+    block_dim_x => _block_dim_x;
+    /// Threads per block, y dimension (`%ntid.y`).
+    block_dim_y => _block_dim_y;
+    /// Threads per block, z dimension (`%ntid.z`).
+    block_dim_z => _block_dim_z;
+    /// Blocks per grid, x dimension (`%nctaid.x`).
+    grid_dim_x => _grid_dim_x;
+    /// Blocks per grid, y dimension (`%nctaid.y`).
+    grid_dim_y => _grid_dim_y;
+    /// Blocks per grid, z dimension (`%nctaid.z`).
+    grid_dim_z => _grid_dim_z;
 }
 
-/// Threads per block, x dimension (`%ntid.x`).
-#[inline(always)]
-pub fn block_dim_x() -> u32 {
-    // SAFETY: reads a special register.
-    unsafe { nvptx::_block_dim_x() as u32 }
-}
-
-/// Blocks per grid, x dimension (`%nctaid.x`).
-#[inline(always)]
-pub fn grid_dim_x() -> u32 {
-    // SAFETY: reads a special register.
-    unsafe { nvptx::_grid_dim_x() as u32 }
-}
+/// Threads per warp.
+pub const WARP_SIZE: u32 = 32;
 
 /// This thread's index in a 1-D grid: `block_idx_x * block_dim_x + thread_idx_x`.
 #[inline(always)]
 pub fn global_index_x() -> usize {
     block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize
+}
+
+/// This thread's y coordinate in a 2-D grid: `block_idx_y * block_dim_y + thread_idx_y`.
+#[inline(always)]
+pub fn global_index_y() -> usize {
+    block_idx_y() as usize * block_dim_y() as usize + thread_idx_y() as usize
+}
+
+/// This thread's z coordinate in a 3-D grid.
+#[inline(always)]
+pub fn global_index_z() -> usize {
+    block_idx_z() as usize * block_dim_z() as usize + thread_idx_z() as usize
 }
 
 /// Total threads in a 1-D grid, the step of a grid-stride loop.
@@ -42,8 +65,14 @@ pub fn grid_stride_x() -> usize {
     grid_dim_x() as usize * block_dim_x() as usize
 }
 
-/// Lane index within the warp (0..32).
+/// Lane index within the warp (0..32), for 1-D blocks.
 #[inline(always)]
 pub fn lane_id() -> u32 {
-    thread_idx_x() % 32
+    thread_idx_x() % WARP_SIZE
+}
+
+/// Warp index within the block, for 1-D blocks.
+#[inline(always)]
+pub fn warp_id() -> u32 {
+    thread_idx_x() / WARP_SIZE
 }

@@ -1,34 +1,313 @@
 //! Prefetch instructions. They are hints: no fault, no result, no effect on correctness.
 //!
-//! On the lent H100 (driver 580) none of them migrates Unified Memory pages; see the
-//! project's measurements before relying on them for managed memory.
+//! | function | PTX | needs |
+//! | --- | --- | --- |
+//! | [`prefetch_l1`] | `prefetch.global.L1` | any |
+//! | [`prefetch_l2`] | `prefetch.global.L2` | any |
+//! | [`prefetch_l2_evict_last`] | `prefetch.global.L2::evict_last` | sm_80 |
+//! | [`prefetch_l2_evict_normal`] | `prefetch.global.L2::evict_normal` | sm_80 |
+//! | [`apply_priority_evict_normal`] | `applypriority.global.L2::evict_normal` | sm_80 |
+//! | [`bulk_prefetch_l2`] (raw) / [`bulk_prefetch_slice`] | `cp.async.bulk.prefetch.L2.global` | sm_90 |
+//! | [`bulk_prefetch_slice_portable`] | bulk on sm_90, one `prefetch.global.L2` per 128-byte line below | any |
+//!
+//! Calling a function the target architecture lacks is a compile error naming the
+//! architecture needed ("needs sm_90 (Hopper) or newer"), raised when the call is compiled
+//! for that architecture; the `_portable` forms fall back instead.
+//!
+//! **Managed memory.** On the lent H100 (driver 580) none of these instructions migrates
+//! Unified Memory pages (see the project's `uvm-on-h100` measurements). Until the
+//! Unified-Memory-policy work lands, the prefetch helpers for [`MemoryKind::Managed`] views
+//! (used by `#[prefetch_next]`) emit the plain `prefetch.global.L2` whatever level was asked
+//! for: it is cheap and harmless, while a bulk prefetch of non-resident pages can stall.
 
-use core::arch::asm;
+use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut, MemoryKind};
 
-/// Brings the cache line holding `ptr` into L2 (`prefetch.global.L2`, any architecture).
-#[inline(always)]
-pub fn prefetch_l2<T>(ptr: *const T) {
-    // SAFETY: a prefetch of any address is a hint and cannot fault.
-    unsafe { asm!("prefetch.global.L2 [{p}];", p = in(reg64) ptr, options(nostack, readonly, preserves_flags)) }
+/// Bytes per cache line, the step of per-line prefetch loops.
+pub const LINE_BYTES: usize = 128;
+
+macro_rules! needs_arch {
+    ($feature:literal, $msg:literal) => {
+        #[cfg(all(target_arch = "nvptx64", not(target_feature = $feature)))]
+        const { panic!($msg) }
+    };
 }
 
-/// Brings the line into L2 with the evict-last priority (`prefetch.global.L2::evict_last`,
-/// sm_80 and later).
-#[cfg(target_feature = "sm_80")]
+macro_rules! prefetch_insn {
+    ($(#[$doc:meta])* $name:ident, $insn:literal $(, needs $feature:literal, $msg:literal)?) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $name<T>(ptr: *const T) {
+            $(needs_arch!($feature, $msg);)?
+            // SAFETY: a prefetch of any address is a hint and cannot fault.
+            on_gpu!(concat!("prefetch::", stringify!($name)), [ptr], unsafe {
+                core::arch::asm!(concat!($insn, " [{p}];"), p = in(reg64) ptr, options(nostack, readonly, preserves_flags))
+            })
+        }
+    };
+}
+
+prefetch_insn!(
+    /// Brings the line holding `ptr` into L1 (`prefetch.global.L1`, any architecture).
+    prefetch_l1, "prefetch.global.L1"
+);
+prefetch_insn!(
+    /// Brings the line holding `ptr` into L2 (`prefetch.global.L2`, any architecture).
+    prefetch_l2, "prefetch.global.L2"
+);
+prefetch_insn!(
+    /// Brings the line into L2 with the evict-last priority (`prefetch.global.L2::evict_last`).
+    prefetch_l2_evict_last, "prefetch.global.L2::evict_last",
+    needs "sm_80", "prefetch_l2_evict_last (prefetch.global.L2::evict_last) needs sm_80 (Ampere) or newer; use prefetch_l2 on older GPUs"
+);
+prefetch_insn!(
+    /// Brings the line into L2 with the normal eviction priority (`prefetch.global.L2::evict_normal`).
+    prefetch_l2_evict_normal, "prefetch.global.L2::evict_normal",
+    needs "sm_80", "prefetch_l2_evict_normal (prefetch.global.L2::evict_normal) needs sm_80 (Ampere) or newer"
+);
+
+/// Resets the L2 eviction priority of the 128-byte line at `ptr` to normal
+/// (`applypriority.global.L2::evict_normal`, sm_80 and later), undoing an earlier
+/// `evict_last`.
 #[inline(always)]
-pub fn prefetch_l2_evict_last<T>(ptr: *const T) {
-    // SAFETY: a prefetch is a hint and cannot fault.
-    unsafe { asm!("prefetch.global.L2::evict_last [{p}];", p = in(reg64) ptr, options(nostack, readonly, preserves_flags)) }
+pub fn apply_priority_evict_normal<T>(ptr: *const T) {
+    needs_arch!(
+        "sm_80",
+        "apply_priority_evict_normal (applypriority) needs sm_80 (Ampere) or newer"
+    );
+    // SAFETY: a cache-priority hint cannot fault.
+    on_gpu!("prefetch::apply_priority_evict_normal", [ptr], unsafe {
+        core::arch::asm!("applypriority.global.L2::evict_normal [{p}], 128;", p = in(reg64) ptr, options(nostack, readonly, preserves_flags))
+    })
 }
 
 /// Asks the bulk-copy engine to prefetch `bytes` bytes at `ptr` into L2
-/// (`cp.async.bulk.prefetch.L2.global`, sm_90 and later).
+/// (`cp.async.bulk.prefetch.L2.global`, sm_90 and later). Prefer [`bulk_prefetch_slice`].
 ///
 /// # Safety
 /// `ptr` must be 16-byte aligned and `bytes` a non-zero multiple of 16; the range must
 /// lie in global memory.
-#[cfg(target_feature = "sm_90")]
 #[inline(always)]
 pub unsafe fn bulk_prefetch_l2<T>(ptr: *const T, bytes: u32) {
-    asm!("cp.async.bulk.prefetch.L2.global [{p}], {n};", p = in(reg64) ptr, n = in(reg32) bytes, options(nostack, readonly, preserves_flags));
+    needs_arch!(
+        "sm_90",
+        "bulk_prefetch_l2 (cp.async.bulk.prefetch.L2.global) needs sm_90 (Hopper) or newer; use bulk_prefetch_slice_portable to fall back to per-line prefetches"
+    );
+    on_gpu!("prefetch::bulk_prefetch_l2", [ptr, bytes], {
+        core::arch::asm!("cp.async.bulk.prefetch.L2.global [{p}], {n};", p = in(reg64) ptr, n = in(reg32) bytes, options(nostack, readonly, preserves_flags))
+    })
+}
+
+/// The 16-byte-aligned cover `[start, end)` of `bytes` bytes at `addr`: the bulk prefetch
+/// needs an aligned address and a size that is a multiple of 16, so the range is widened
+/// to whole 16-byte units (which never leaves the pages the range touches).
+#[inline(always)]
+pub const fn bulk_cover(addr: usize, bytes: usize) -> (usize, usize) {
+    (addr & !15, (addr + bytes + 15) & !15)
+}
+
+/// Largest piece one `cp.async.bulk.prefetch` is given (a multiple of 16 that fits in u32).
+pub const BULK_PIECE: usize = 1 << 30;
+
+#[inline(always)]
+#[allow(dead_code)]
+fn bulk_bytes(addr: usize, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    let (mut start, end) = bulk_cover(addr, bytes);
+    while start < end {
+        let n = if end - start < BULK_PIECE { end - start } else { BULK_PIECE };
+        // SAFETY: aligned to 16, a non-zero multiple of 16, inside the pages of the range.
+        unsafe { bulk_prefetch_l2(start as *const u8, n as u32) };
+        start += n;
+    }
+}
+
+#[inline(always)]
+fn lines(addr: usize, bytes: usize, each: impl Fn(*const u8)) {
+    if bytes == 0 {
+        return;
+    }
+    let mut line = addr & !(LINE_BYTES - 1);
+    let end = addr + bytes;
+    while line < end {
+        each(line as *const u8);
+        line += LINE_BYTES;
+    }
+}
+
+/// Prefetches all of `data` into L2 with `cp.async.bulk.prefetch.L2.global` (sm_90 and
+/// later), widening the range to 16-byte alignment and splitting pieces larger than
+/// [`BULK_PIECE`] itself.
+#[inline(always)]
+pub fn bulk_prefetch_slice<T>(data: &[T]) {
+    needs_arch!(
+        "sm_90",
+        "bulk_prefetch_slice (cp.async.bulk.prefetch.L2.global) needs sm_90 (Hopper) or newer; use bulk_prefetch_slice_portable to fall back to per-line prefetches"
+    );
+    on_gpu!("prefetch::bulk_prefetch_slice", [data], bulk_bytes(data.as_ptr() as usize, core::mem::size_of_val(data)))
+}
+
+/// [`bulk_prefetch_slice`] on sm_90 and later; one `prefetch.global.L2` per 128-byte line on
+/// older architectures.
+#[inline(always)]
+pub fn bulk_prefetch_slice_portable<T>(data: &[T]) {
+    region_l2_bulk_portable(data.as_ptr() as usize, core::mem::size_of_val(data));
+}
+
+#[inline(always)]
+fn region_l2_bulk_portable(addr: usize, bytes: usize) {
+    #[cfg(target_feature = "sm_90")]
+    bulk_bytes(addr, bytes);
+    #[cfg(not(target_feature = "sm_90"))]
+    lines(addr, bytes, prefetch_l2);
+}
+
+/// Prefetch levels `#[prefetch_next]` can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// `prefetch.global.L1`.
+    L1,
+    /// `prefetch.global.L2`.
+    L2,
+    /// `prefetch.global.L2::evict_last` (sm_80; plain L2 below when asked for `portable`).
+    L2EvictLast,
+    /// `prefetch.global.L2::evict_normal` (sm_80; plain L2 below when asked for `portable`).
+    L2EvictNormal,
+    /// `cp.async.bulk.prefetch.L2.global` of the whole range (sm_90; per-line L2 below when
+    /// asked for `portable`).
+    Bulk,
+}
+
+/// Something `#[prefetch_next]` can prefetch from: a slice or one of the [`crate::view`]
+/// types. `KIND` says which memory it is in, so managed memory gets its own mechanism.
+pub trait PrefetchSource {
+    /// Which memory the data lives in.
+    const KIND: MemoryKind;
+    /// (first element's address, number of elements, bytes per element).
+    fn region(&self) -> (usize, usize, usize);
+}
+
+impl<T> PrefetchSource for [T] {
+    const KIND: MemoryKind = MemoryKind::Device;
+    #[inline(always)]
+    fn region(&self) -> (usize, usize, usize) {
+        (self.as_ptr() as usize, self.len(), core::mem::size_of::<T>())
+    }
+}
+
+impl<S: PrefetchSource + ?Sized> PrefetchSource for &S {
+    const KIND: MemoryKind = S::KIND;
+    #[inline(always)]
+    fn region(&self) -> (usize, usize, usize) {
+        (**self).region()
+    }
+}
+
+impl<S: PrefetchSource + ?Sized> PrefetchSource for &mut S {
+    const KIND: MemoryKind = S::KIND;
+    #[inline(always)]
+    fn region(&self) -> (usize, usize, usize) {
+        (**self).region()
+    }
+}
+
+macro_rules! view_source {
+    ($($t:ident),*) => {$(
+        impl<T> PrefetchSource for $t<T> {
+            const KIND: MemoryKind = $t::<T>::KIND;
+            #[inline(always)]
+            fn region(&self) -> (usize, usize, usize) {
+                (self.as_ptr() as usize, self.len(), core::mem::size_of::<T>())
+            }
+        }
+    )*};
+}
+view_source!(DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut);
+
+/// The address range of elements `[first, first + count)` of `src`, clamped to its length;
+/// `None` when nothing of it is inside. Never points past the data.
+#[inline(always)]
+pub fn clamp_range<S: PrefetchSource + ?Sized>(
+    src: &S,
+    first: usize,
+    count: usize,
+) -> Option<(usize, usize)> {
+    let (addr, len, size) = src.region();
+    if first >= len || count == 0 || size == 0 {
+        return None;
+    }
+    let count = if count > len - first { len - first } else { count };
+    Some((addr + first * size, count * size))
+}
+
+/// Prefetches elements `[first, first + count)` of `src` (clamped to its length) at
+/// `level`; `portable` allows falling back on architectures without the level's
+/// instruction (`#[prefetch_next]` rejects non-portable requests for them at compile time).
+/// Managed memory always gets `prefetch.global.L2` (see the module docs).
+#[inline(always)]
+pub fn prefetch_range<S: PrefetchSource + ?Sized>(src: &S, first: usize, count: usize, level: Level) {
+    let Some((addr, bytes)) = clamp_range(src, first, count) else {
+        return;
+    };
+    if matches!(S::KIND, MemoryKind::Managed) {
+        // Unified Memory: the in-kernel instructions do not migrate pages on the H100;
+        // the plain L2 hint stands in until the Unified-Memory-policy work defines more.
+        lines(addr, bytes, prefetch_l2);
+        return;
+    }
+    match level {
+        Level::L1 => lines(addr, bytes, prefetch_l1),
+        Level::L2 => lines(addr, bytes, prefetch_l2),
+        Level::L2EvictLast => {
+            #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
+            lines(addr, bytes, prefetch_l2_evict_last);
+            #[cfg(all(target_arch = "nvptx64", not(target_feature = "sm_80")))]
+            lines(addr, bytes, prefetch_l2);
+        }
+        Level::L2EvictNormal => {
+            #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
+            lines(addr, bytes, prefetch_l2_evict_normal);
+            #[cfg(all(target_arch = "nvptx64", not(target_feature = "sm_80")))]
+            lines(addr, bytes, prefetch_l2);
+        }
+        Level::Bulk => region_l2_bulk_portable(addr, bytes),
+    }
+}
+
+/// Prefetches element `index` of `src` at `level`, or nothing when `index` is past its end.
+#[inline(always)]
+pub fn prefetch_index<S: PrefetchSource + ?Sized>(src: &S, index: usize, level: Level) {
+    prefetch_range(src, index, 1, level)
+}
+
+/// The address range of a slice or view, taken before a loop borrows it (for
+/// `iter_mut`/`chunks_mut` loops); prefetches through it keep the source's [`MemoryKind`].
+#[derive(Debug)]
+pub struct Snapshot<S: ?Sized> {
+    region: (usize, usize, usize),
+    _source: core::marker::PhantomData<*const S>,
+}
+
+impl<S: ?Sized> Clone for Snapshot<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S: ?Sized> Copy for Snapshot<S> {}
+
+impl<S: PrefetchSource + ?Sized> Snapshot<S> {
+    /// Records where `src`'s data is.
+    #[inline(always)]
+    pub fn of(src: &S) -> Self {
+        Snapshot { region: src.region(), _source: core::marker::PhantomData }
+    }
+}
+
+impl<S: PrefetchSource + ?Sized> PrefetchSource for Snapshot<S> {
+    const KIND: MemoryKind = S::KIND;
+    #[inline(always)]
+    fn region(&self) -> (usize, usize, usize) {
+        self.region
+    }
 }

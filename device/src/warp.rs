@@ -1,20 +1,59 @@
-//! Warp-level data exchange.
-
-use core::arch::asm;
+//! Warp-level data exchange (`shfl.sync`) and votes (`vote.sync`). Every lane named in the
+//! mask must call the same operation; the functions without a mask use [`FULL_MASK`].
 
 /// All 32 lanes of the warp.
 pub const FULL_MASK: u32 = 0xffff_ffff;
 
-/// Returns `value` from lane `lane_id + delta` of the warp (`shfl.sync.down.b32`); lanes
-/// past the end get their own value back. Every lane in `FULL_MASK` must call it.
+macro_rules! shfl {
+    ($(#[$doc:meta])* $name:ident, $mode:literal, $clamp:literal) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $name(value: u32, lane_arg: u32) -> u32 {
+            on_gpu!(concat!("warp::", stringify!($name)), [value, lane_arg], {
+                let out: u32;
+                // SAFETY: a register exchange between the lanes of a full warp.
+                unsafe {
+                    core::arch::asm!(concat!("shfl.sync.", $mode, ".b32 {out}, {v}, {d}, ", $clamp, ", {m};"), out = out(reg32) out, v = in(reg32) value, d = in(reg32) lane_arg, m = in(reg32) FULL_MASK, options(nostack));
+                }
+                out
+            })
+        }
+    };
+}
+
+shfl!(
+    /// `value` from lane `lane_id + delta`; lanes past the end keep their own (`shfl.sync.down.b32`).
+    shfl_down_u32, "down", "0x1f"
+);
+shfl!(
+    /// `value` from lane `lane_id - delta`; lanes before 0 keep their own (`shfl.sync.up.b32`).
+    shfl_up_u32, "up", "0"
+);
+shfl!(
+    /// `value` from lane `lane_id ^ mask` (`shfl.sync.bfly.b32`), the butterfly of reductions.
+    shfl_xor_u32, "bfly", "0x1f"
+);
+shfl!(
+    /// `value` from lane `src` (`shfl.sync.idx.b32`), a broadcast when all lanes pass the same `src`.
+    shfl_idx_u32, "idx", "0x1f"
+);
+
+/// [`shfl_down_u32`] for `f32`.
 #[inline(always)]
 pub fn shfl_down_f32(value: f32, delta: u32) -> f32 {
-    let out: f32;
-    // SAFETY: a register-to-register exchange; all lanes of a full warp take part.
-    unsafe {
-        asm!("shfl.sync.down.b32 {out}, {v}, {d}, 0x1f, {m};", out = out(reg32) out, v = in(reg32) value, d = in(reg32) delta, m = in(reg32) FULL_MASK, options(nostack));
-    }
-    out
+    f32::from_bits(shfl_down_u32(value.to_bits(), delta))
+}
+
+/// [`shfl_xor_u32`] for `f32`.
+#[inline(always)]
+pub fn shfl_xor_f32(value: f32, mask: u32) -> f32 {
+    f32::from_bits(shfl_xor_u32(value.to_bits(), mask))
+}
+
+/// [`shfl_idx_u32`] for `f32`.
+#[inline(always)]
+pub fn shfl_idx_f32(value: f32, src: u32) -> f32 {
+    f32::from_bits(shfl_idx_u32(value.to_bits(), src))
 }
 
 /// Sum of `value` over the 32 lanes of a full warp; the result is valid in lane 0.
@@ -26,4 +65,63 @@ pub fn warp_sum_f32(mut value: f32) -> f32 {
         delta /= 2;
     }
     value
+}
+
+macro_rules! vote_pred {
+    ($(#[$doc:meta])* $name:ident, $mode:literal) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $name(predicate: bool) -> bool {
+            on_gpu!(concat!("warp::", stringify!($name)), [predicate], {
+                let out: u32;
+                // SAFETY: a warp vote over a full warp.
+                unsafe {
+                    core::arch::asm!(
+                        "{{ .reg .pred p, q;",
+                        "setp.ne.u32 p, {pin}, 0;",
+                        concat!("vote.sync.", $mode, ".pred q, p, {m};"),
+                        "selp.u32 {out}, 1, 0, q; }}",
+                        out = out(reg32) out, pin = in(reg32) predicate as u32, m = in(reg32) FULL_MASK, options(nostack));
+                }
+                out != 0
+            })
+        }
+    };
+}
+
+vote_pred!(
+    /// Whether `predicate` holds in every lane of the warp (`vote.sync.all.pred`).
+    vote_all, "all"
+);
+vote_pred!(
+    /// Whether `predicate` holds in any lane of the warp (`vote.sync.any.pred`).
+    vote_any, "any"
+);
+
+/// Bit `k` set when `predicate` holds in lane `k` (`vote.sync.ballot.b32`).
+#[inline(always)]
+pub fn ballot(predicate: bool) -> u32 {
+    on_gpu!("warp::ballot", [predicate], {
+        let out: u32;
+        // SAFETY: a warp vote over a full warp.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .pred p;",
+                "setp.ne.u32 p, {pin}, 0;",
+                "vote.sync.ballot.b32 {out}, p, {m}; }}",
+                out = out(reg32) out, pin = in(reg32) predicate as u32, m = in(reg32) FULL_MASK, options(nostack));
+        }
+        out
+    })
+}
+
+/// The lanes currently executing this instruction together (`activemask.b32`).
+#[inline(always)]
+pub fn active_mask() -> u32 {
+    on_gpu!("warp::active_mask", [], {
+        let out: u32;
+        // SAFETY: reads the active-lane mask.
+        unsafe { core::arch::asm!("activemask.b32 {out};", out = out(reg32) out, options(nostack)) };
+        out
+    })
 }

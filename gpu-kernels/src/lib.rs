@@ -1,22 +1,27 @@
 //! # gpu-kernels
 //!
-//! Lookahead's kernels, written in plain `#![no_std]` Rust. The crate is compiled twice:
-//! for `nvptx64-nvidia-cuda` by its build script (through `lookahead-builder`), which
-//! gives the PTX, and for the host, where it embeds that PTX ([`PTX`]) for the host
-//! runtime to load.
+//! Lookahead's kernels, written in plain `#![no_std]` Rust with `#[kernel]`. The crate is
+//! compiled twice: for `nvptx64-nvidia-cuda` by its build script (through
+//! `lookahead-builder`), which gives the PTX, and for the host, where it embeds that PTX
+//! ([`PTX`]) and provides each kernel's typed launcher (`gpu_kernels::saxpy::launch`).
 //!
 //! | kernel | what it does |
 //! | --- | --- |
-//! | `saxpy` | `y[i] = a * x[i] + y[i]` |
-//! | `reduce_sum` | `*out += sum(x)`: grid-stride partial sums, warp shuffle, one atomic per warp |
-//! | `copy_prefetch_l2` | `y = x`, prefetching `x[i + ahead]` with `prefetch.global.L2` |
-//! | `copy_prefetch_l2_evict_last` | the same with `prefetch.global.L2::evict_last` (sm_80+; plain L2 below) |
-//! | `copy_prefetch_bulk` | the same with `cp.async.bulk.prefetch.L2.global` of the next tile (sm_90; per-line L2 below) |
+//! | `saxpy(a, x, y)` | `y[i] = a * x[i] + y[i]` |
+//! | `reduce_sum(x, out)` | `out[0] += sum(x)`: grid-stride partial sums, warp shuffle, one atomic per warp |
+//! | `copy_prefetch_l2(x, y)` | `y = x`, grid-stride, `#[prefetch_next(level = l2)]` 4 iterations ahead |
+//! | `copy_prefetch_l2_evict_last(x, y)` | the same with `level = l2_evict_last, portable` (sm_80+; plain L2 below) |
+//! | `copy_prefetch_bulk(x, y)` | `y = x` by tiles, bulk-prefetching the next tile (sm_90; per-line L2 below) |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
+// The one nightly feature set a kernel crate names (allowed on the GPU target only, where the
+// builder's toolchain accepts it): the kernel ABI and inline PTX (for `shared_array!`).
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_gpu_kernel, asm_experimental_arch)
+)]
 
-#[cfg(target_arch = "nvptx64")]
 mod kernels;
+pub use kernels::*;
 
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/gpu_kernels_ptx.rs"));

@@ -111,6 +111,35 @@ pub enum Error {
         /// promised to live buffers, for managed allocations).
         available: usize,
     },
+    /// A kernel launch was refused before reaching the driver: its configuration breaks a
+    /// CUDA limit (block size, grid size, ...).
+    #[error("invalid launch of kernel `{kernel}`: {reason}")]
+    InvalidLaunch {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// What is wrong with the configuration.
+        reason: String,
+    },
+    /// A kernel launch was refused before reaching the driver: the slices passed break a
+    /// length rule the kernel declares (`#[kernel(same_len(..), min_len(..))]`).
+    #[error("kernel `{kernel}`: slice lengths break its `{rule}` rule: {lengths}")]
+    LengthMismatch {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The rule: `same_len` or `min_len`.
+        rule: &'static str,
+        /// The lengths involved, as `name = len`.
+        lengths: String,
+    },
+    /// The driver refused to launch a kernel.
+    #[error("launching kernel `{kernel}` failed: {source}")]
+    Launch {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The driver's error code.
+        #[source]
+        source: DriverError,
+    },
     /// A CUDA driver call failed.
     #[error("{call} failed: {source}")]
     Driver {

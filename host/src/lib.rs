@@ -17,6 +17,7 @@ pub mod advice;
 pub mod capabilities;
 pub mod error;
 pub mod gpu;
+pub mod launch;
 pub mod managed;
 pub mod module;
 pub mod prefetch;

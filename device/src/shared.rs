@@ -1,0 +1,130 @@
+//! Static shared memory: [`shared_array!`](crate::shared_array) declares a block-wide
+//! array in PTX's `.shared` state space and returns a [`SharedArray`] handle to it.
+//!
+//! ```ignore
+//! let tile = shared_array!(f32; 256);     // one 1 KiB array per block
+//! tile.set(thread_idx_x() as usize, x[i]);
+//! sync_threads();
+//! let left = tile.get(((thread_idx_x() + 255) % 256) as usize);
+//! ```
+//!
+//! Each `shared_array!` call site is one array, shared by all threads of a block (calling
+//! it in a loop returns the same array each time). It needs the kernel crate to enable
+//! `asm_experimental_arch` on the GPU target (see the guide).
+
+/// A handle to a block-wide array of `N` elements of `T` in shared memory. Copy it freely;
+/// every copy names the same memory. Accesses are bounds-checked (an out-of-range index
+/// traps); the `_unchecked` forms are the explicit unchecked path. Threads must separate
+/// conflicting accesses with [`crate::sync::sync_threads`] or use [`SharedArray::atomic_add`].
+#[derive(Debug)]
+pub struct SharedArray<T, const N: usize> {
+    ptr: *mut T,
+}
+
+impl<T, const N: usize> Clone for SharedArray<T, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const N: usize> Copy for SharedArray<T, N> {}
+
+impl<T: Copy, const N: usize> SharedArray<T, N> {
+    /// Wraps the generic address of a `.shared` array (`shared_array!` calls this).
+    ///
+    /// # Safety
+    /// `ptr` must be the generic address of `N` elements of shared memory, aligned for `T`.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub unsafe fn from_generic_ptr(ptr: *mut T) -> Self {
+        SharedArray { ptr }
+    }
+
+    /// Number of elements, `N`.
+    #[inline(always)]
+    pub const fn len(&self) -> usize {
+        N
+    }
+
+    /// Whether `N` is 0.
+    #[inline(always)]
+    pub const fn is_empty(&self) -> bool {
+        N == 0
+    }
+
+    /// Reads element `i` (bounds-checked).
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> T {
+        assert!(i < N, "shared array index out of bounds");
+        // SAFETY: in bounds of the array `from_generic_ptr` was given.
+        unsafe { self.ptr.add(i).read() }
+    }
+
+    /// Writes element `i` (bounds-checked).
+    #[inline(always)]
+    pub fn set(&self, i: usize, value: T) {
+        assert!(i < N, "shared array index out of bounds");
+        // SAFETY: as in `get`.
+        unsafe { self.ptr.add(i).write(value) }
+    }
+
+    /// Reads element `i` without a bounds check.
+    ///
+    /// # Safety
+    /// `i < N`.
+    #[inline(always)]
+    pub unsafe fn get_unchecked(&self, i: usize) -> T {
+        self.ptr.add(i).read()
+    }
+
+    /// Writes element `i` without a bounds check.
+    ///
+    /// # Safety
+    /// `i < N`.
+    #[inline(always)]
+    pub unsafe fn set_unchecked(&self, i: usize, value: T) {
+        self.ptr.add(i).write(value)
+    }
+
+    /// Atomically adds `value` to element `i` (bounds-checked) and returns the old value.
+    #[inline(always)]
+    pub fn atomic_add(&self, i: usize, value: T) -> T
+    where
+        T: crate::atomic::AtomicAdd,
+    {
+        assert!(i < N, "shared array index out of bounds");
+        // SAFETY: in bounds and aligned.
+        unsafe { T::atomic_add_ptr(self.ptr.add(i), value) }
+    }
+
+    /// The generic address of element 0.
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut T {
+        self.ptr
+    }
+}
+
+/// Converts the `.shared` symbol's address to a generic pointer (used by `shared_array!`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __shared_generic_ptr {
+    ($sym:literal) => {{
+        #[cfg(target_arch = "nvptx64")]
+        let p: u64 = {
+            let p: u64;
+            // SAFETY: converts a shared-window address to a generic one; no memory access.
+            unsafe {
+                ::core::arch::asm!(concat!("cvta.shared.u64 {p}, ", $sym, ";"), p = out(reg64) p, options(nostack, nomem, pure))
+            };
+            p
+        };
+        #[cfg(not(target_arch = "nvptx64"))]
+        let p: u64 = $crate::__host_only_shared();
+        p
+    }};
+}
+
+#[doc(hidden)]
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn __host_only_shared() -> u64 {
+    crate::host_only("shared_array!")
+}

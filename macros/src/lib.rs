@@ -1,0 +1,122 @@
+//! # lookahead-macros
+//!
+//! The procedural macros of Lookahead's kernel DSL. Use them through `lookahead-device`,
+//! which re-exports them: `use lookahead_device::{kernel, device_fn, shared_array};`.
+//!
+//! * [`macro@kernel`] turns a plain Rust function into a PTX kernel on the GPU target and
+//!   into a typed launcher on the host.
+//! * [`macro@device_fn`] marks a device helper whose `#[prefetch_next]` loops should be
+//!   rewritten.
+//! * [`macro@prefetch_next`] annotates a `for` loop inside either of them.
+//! * [`shared_array!`] declares a block-wide array in shared memory.
+//!
+//! Every misuse is reported as a compile error with a span on the offending item; the
+//! macros never panic.
+
+use proc_macro::TokenStream;
+
+mod kernel;
+mod params;
+mod prefetch;
+mod shared;
+
+/// Turns `fn NAME(params) { body }` into a GPU kernel and its typed host launcher.
+///
+/// ```ignore
+/// use lookahead_device::prelude::*;
+/// use lookahead_device::kernel;
+///
+/// #[kernel(same_len(x, y))]
+/// pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+///     let i = global_index_x();
+///     if i < y.len() {
+///         y[i] = a * x[i] + y[i];
+///     }
+/// }
+/// ```
+///
+/// * **On `nvptx64`** it emits `#[no_mangle] pub unsafe extern "gpu-kernel" fn NAME(...)`
+///   (a PTX `.entry NAME`) whose parameters are the lowered forms of the declared ones: a
+///   scalar stays a scalar, a slice or view becomes a pointer and a `usize` length, from
+///   which the body's typed views are rebuilt. The kernel crate enables the ABI once with
+///   `#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel, asm_experimental_arch))]`.
+/// * **On the host** it emits a module `NAME` with `NAME::launch(on, cfg, args...)`, where
+///   `on` is a `lookahead::Gpu`, a cudarc `Arc<CudaStream>` or a `lookahead::launch::Launcher`,
+///   `cfg` a `lookahead::launch::LaunchConfig` (or cudarc's), and the arguments are checked
+///   by rustc against the parameters: `&[T]` takes `&` any GPU-visible allocation of `T`
+///   (cudarc `CudaSlice`/`CudaView`/`UnifiedSlice`...), `&mut [T]` a `&mut` one,
+///   `DeviceSlice<T>`/`DeviceSliceMut<T>` only device memory, `ManagedSlice<T>`/
+///   `ManagedSliceMut<T>` only managed memory. Before launching it checks the launch
+///   configuration and the declared length rules and returns `lookahead::Error::InvalidLaunch`
+///   or `lookahead::Error::LengthMismatch` instead of launching. The body is also compiled
+///   on the host (never called) so that a stable host compiler type-checks it.
+///
+/// Options: `same_len(a, b, ...)` (those slices must have equal lengths), `min_len(a = N)`
+/// (slice `a` must hold at least `N` elements), `ptx = path` (the `PTX` table the launcher
+/// loads; `crate::PTX` by default, as written by `lookahead-builder`).
+///
+/// Compile errors: returning a value, generic parameters, `async`, `const`, an explicit ABI
+/// or `#[no_mangle]`, `self`, patterns other than plain names, parameters of any type not
+/// listed above (the error names the parameter and lists the accepted kinds), and two
+/// kernels with the same exported name in one crate.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    kernel::expand_kernel(attr.into(), item.into()).into()
+}
+
+/// Marks a device helper function so its `#[prefetch_next]` loops are rewritten (and
+/// inlines it). Helpers are compiled on both targets like kernel bodies.
+///
+/// ```ignore
+/// #[device_fn]
+/// fn sum(xs: &[f32]) -> f32 {
+///     let mut acc = 0.0;
+///     #[prefetch_next(distance = 8, level = l2)]
+///     for x in xs.iter() { acc += *x; }
+///     acc
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
+    kernel::expand_device_fn(attr.into(), item.into()).into()
+}
+
+/// On a `for` loop inside a [`macro@kernel`] or [`macro@device_fn`] function: before
+/// iteration `i`'s body, prefetch what iteration `i + distance` will use, never past the
+/// loop's end or the data's end.
+///
+/// `#[prefetch_next(distance = N, level = l1 | l2 | l2_evict_last | l2_evict_normal | bulk,
+/// portable, of(a, b, ...))]`
+///
+/// * `distance`: iterations ahead, a positive integer literal (default 1).
+/// * `level`: `l2` by default. `l2_evict_last`/`l2_evict_normal` need sm_80, `bulk`
+///   (`cp.async.bulk.prefetch.L2.global`) needs sm_90: asking for them when compiling for an
+///   older architecture is a compile error naming the architecture, unless `portable` is
+///   given, which falls back to plain per-line `prefetch.global.L2`.
+/// * Loop forms: integer ranges `a..b`, `a..=b`, `(a..b).step_by(s)` (grid-stride loops),
+///   which prefetch element `i + distance * step` of every slice indexed by the loop
+///   variable (found in the body, or listed with `of(...)`); `xs.iter()` / `xs.iter_mut()`,
+///   which prefetch element `i + distance` of `xs`; and `xs.chunks(k)` (also `chunks_mut`,
+///   `chunks_exact`, `chunks_exact_mut`), which prefetch the whole chunk `i + distance`
+///   (one bulk prefetch with `level = bulk`, handling 16-byte alignment itself).
+/// * Managed memory (`ManagedSlice`, `ManagedSliceMut`) always gets `prefetch.global.L2`
+///   for now: in-kernel prefetch does not migrate Unified Memory pages on the H100.
+///
+/// Used anywhere else (outside `#[kernel]`/`#[device_fn]`), it is a compile error.
+#[proc_macro_attribute]
+pub fn prefetch_next(attr: TokenStream, item: TokenStream) -> TokenStream {
+    prefetch::misplaced(attr.into(), item.into()).into()
+}
+
+/// `shared_array!(T; N)`: a block-wide array of `N` elements of `T` in shared memory,
+/// returned as a `lookahead_device::SharedArray<T, N>` handle. Each call site is one array.
+///
+/// ```ignore
+/// let tile = shared_array!(f32; 256);
+/// tile.set(thread_idx_x() as usize, 1.0);
+/// sync_threads();
+/// ```
+#[proc_macro]
+pub fn shared_array(input: TokenStream) -> TokenStream {
+    shared::expand(input.into()).into()
+}

@@ -1,0 +1,411 @@
+//! `#[prefetch_next]`: rewriting annotated `for` loops inside `#[kernel]`/`#[device_fn]`.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::visit_mut::VisitMut;
+use syn::{Attribute, Block, Expr, ExprForLoop, Ident, Lit, Meta, Pat, RangeLimits, Token};
+
+const LEVELS: &str = "l1, l2, l2_evict_last, l2_evict_normal, bulk";
+const FORMS: &str = "supported loops: `for i in a..b`, `for i in a..=b`, \
+`for i in (a..b).step_by(s)`, `for x in xs.iter()`, `for x in xs.iter_mut()`, \
+`for c in xs.chunks(k)` (and `chunks_mut`, `chunks_exact`, `chunks_exact_mut`), \
+with `xs` a variable or field";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Level {
+    L1,
+    L2,
+    L2EvictLast,
+    L2EvictNormal,
+    Bulk,
+}
+
+struct Options {
+    distance: usize,
+    distance_span: Span,
+    level: Level,
+    level_span: Span,
+    portable: bool,
+    of: Vec<Expr>,
+}
+
+fn parse_options(attr: &Attribute) -> syn::Result<Options> {
+    let mut o = Options {
+        distance: 1,
+        distance_span: attr.span(),
+        level: Level::L2,
+        level_span: attr.span(),
+        portable: false,
+        of: Vec::new(),
+    };
+    let metas = match &attr.meta {
+        Meta::Path(_) => Punctuated::new(),
+        Meta::List(l) => Punctuated::<Meta, Token![,]>::parse_terminated.parse2(l.tokens.clone())?,
+        Meta::NameValue(nv) => {
+            return Err(syn::Error::new(nv.span(), "write `#[prefetch_next(distance = N, level = ...)]`"))
+        }
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for meta in metas {
+        let key = meta.path().get_ident().map(|i| i.to_string()).unwrap_or_default();
+        if seen.contains(&key) {
+            return Err(syn::Error::new(meta.span(), format!("`{key}` given twice")));
+        }
+        seen.push(key.clone());
+        match (key.as_str(), &meta) {
+            ("distance", Meta::NameValue(nv)) => {
+                let n = match &nv.value {
+                    Expr::Lit(l) => match &l.lit {
+                        Lit::Int(i) => i.base10_parse::<usize>().ok(),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match n {
+                    Some(0) => {
+                        return Err(syn::Error::new(nv.value.span(), "`distance` must be at least 1 (0 would prefetch what the iteration is about to load anyway)"))
+                    }
+                    Some(n) => {
+                        o.distance = n;
+                        o.distance_span = nv.value.span();
+                    }
+                    None => {
+                        return Err(syn::Error::new(nv.value.span(), "`distance` takes a positive integer literal, e.g. `distance = 4`"))
+                    }
+                }
+            }
+            ("level", Meta::NameValue(nv)) => {
+                let id = match &nv.value {
+                    Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+                    _ => None,
+                };
+                o.level = match id.as_deref() {
+                    Some("l1") => Level::L1,
+                    Some("l2") => Level::L2,
+                    Some("l2_evict_last") => Level::L2EvictLast,
+                    Some("l2_evict_normal") => Level::L2EvictNormal,
+                    Some("bulk") => Level::Bulk,
+                    _ => {
+                        return Err(syn::Error::new(
+                            nv.value.span(),
+                            format!("unknown prefetch level `{}`; levels: {LEVELS}", {
+                                let v = &nv.value;
+                                quote!(#v).to_string()
+                            }),
+                        ))
+                    }
+                };
+                o.level_span = nv.value.span();
+            }
+            ("portable", Meta::Path(_)) => o.portable = true,
+            ("of", Meta::List(l)) => {
+                let targets = Punctuated::<Expr, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
+                if targets.is_empty() {
+                    return Err(syn::Error::new(l.span(), "`of(...)` needs at least one slice"));
+                }
+                o.of = targets.into_iter().collect();
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    meta.span(),
+                    format!(
+                        "unknown or malformed #[prefetch_next] option `{}`; options: `distance = N`, `level = {}`, `portable`, `of(a, b, ...)`",
+                        quote!(#meta).to_string().replace(' ', ""),
+                        LEVELS.replace(", ", " | ")
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// Rewrites every `#[prefetch_next]` loop in `block`; returns the errors found.
+pub fn rewrite_body(block: &mut Block) -> Vec<syn::Error> {
+    let mut r = Rewriter { errors: Vec::new() };
+    r.visit_block_mut(block);
+    r.errors
+}
+
+struct Rewriter {
+    errors: Vec<syn::Error>,
+}
+
+fn is_prefetch_attr(a: &Attribute) -> bool {
+    let p = a.path();
+    p.is_ident("prefetch_next")
+        || p.segments.last().is_some_and(|s| s.ident == "prefetch_next")
+}
+
+impl VisitMut for Rewriter {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        // Inner loops first.
+        syn::visit_mut::visit_expr_mut(self, e);
+        if let Expr::ForLoop(f) = e {
+            let Some(pos) = f.attrs.iter().position(is_prefetch_attr) else {
+                return;
+            };
+            let attr = f.attrs.remove(pos);
+            if let Some(again) = f.attrs.iter().find(|a| is_prefetch_attr(a)) {
+                self.errors.push(syn::Error::new(again.span(), "only one #[prefetch_next] per loop"));
+                return;
+            }
+            match parse_options(&attr).and_then(|o| rewrite_loop(f, &o, attr.span())) {
+                Ok(new) => *e = new,
+                Err(err) => self.errors.push(err),
+            }
+        } else if let Some(attrs) = expr_attrs(e) {
+            if let Some(a) = attrs.iter().find(|a| is_prefetch_attr(a)) {
+                self.errors.push(syn::Error::new(
+                    a.span(),
+                    format!("#[prefetch_next] goes on a `for` loop; {FORMS}"),
+                ));
+            }
+        }
+    }
+
+    fn visit_stmt_mut(&mut self, s: &mut syn::Stmt) {
+        match s {
+            syn::Stmt::Local(l) => {
+                if let Some(a) = l.attrs.iter().find(|a| is_prefetch_attr(a)) {
+                    self.errors.push(syn::Error::new(a.span(), format!("#[prefetch_next] goes on a `for` loop, not a `let`; {FORMS}")));
+                }
+            }
+            syn::Stmt::Item(_) => return, // nested items are not part of this function
+            _ => {}
+        }
+        syn::visit_mut::visit_stmt_mut(self, s);
+    }
+}
+
+fn expr_attrs(e: &Expr) -> Option<&Vec<Attribute>> {
+    Some(match e {
+        Expr::While(x) => &x.attrs,
+        Expr::Loop(x) => &x.attrs,
+        Expr::Block(x) => &x.attrs,
+        Expr::If(x) => &x.attrs,
+        Expr::Call(x) => &x.attrs,
+        Expr::MethodCall(x) => &x.attrs,
+        Expr::Assign(x) => &x.attrs,
+        _ => return None,
+    })
+}
+
+fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip(&p.expr),
+        Expr::Group(g) => strip(&g.expr),
+        _ => e,
+    }
+}
+
+fn is_place(e: &Expr) -> bool {
+    match strip(e) {
+        Expr::Path(_) => true,
+        Expr::Field(f) => is_place(&f.base),
+        _ => false,
+    }
+}
+
+/// Finds slices indexed by the loop variable: `x[i]` with `x` a variable or field.
+struct IndexFinder<'a> {
+    var: &'a Ident,
+    found: Vec<Expr>,
+}
+
+impl<'ast> Visit<'ast> for IndexFinder<'_> {
+    fn visit_expr_index(&mut self, ix: &'ast syn::ExprIndex) {
+        if let Expr::Path(p) = strip(&ix.index) {
+            if p.path.is_ident(self.var) && is_place(&ix.expr) {
+                let base = (*ix.expr).clone();
+                let key = quote!(#base).to_string();
+                if !self.found.iter().any(|f| quote!(#f).to_string() == key) {
+                    self.found.push(base);
+                }
+            }
+        }
+        syn::visit::visit_expr_index(self, ix);
+    }
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+fn level_tokens(level: Level) -> TokenStream {
+    match level {
+        Level::L1 => quote!(::lookahead_device::prefetch::Level::L1),
+        Level::L2 => quote!(::lookahead_device::prefetch::Level::L2),
+        Level::L2EvictLast => quote!(::lookahead_device::prefetch::Level::L2EvictLast),
+        Level::L2EvictNormal => quote!(::lookahead_device::prefetch::Level::L2EvictNormal),
+        Level::Bulk => quote!(::lookahead_device::prefetch::Level::Bulk),
+    }
+}
+
+/// The compile error for a level the target architecture lacks (unless `portable`).
+fn arch_guard(o: &Options) -> TokenStream {
+    if o.portable {
+        return quote!();
+    }
+    let (feature, msg) = match o.level {
+        Level::L2EvictLast => ("sm_80", "#[prefetch_next(level = l2_evict_last)] needs sm_80 (Ampere) or newer: this crate is being compiled for an older GPU. Add `portable` to fall back to plain `prefetch.global.L2` there, or build only sm_80+"),
+        Level::L2EvictNormal => ("sm_80", "#[prefetch_next(level = l2_evict_normal)] needs sm_80 (Ampere) or newer: this crate is being compiled for an older GPU. Add `portable` to fall back to plain `prefetch.global.L2` there, or build only sm_80+"),
+        Level::Bulk => ("sm_90", "#[prefetch_next(level = bulk)] needs sm_90 (Hopper) or newer for `cp.async.bulk.prefetch.L2.global`: this crate is being compiled for an older GPU. Add `portable` to fall back to per-line `prefetch.global.L2` there, or build only sm_90"),
+        _ => return quote!(),
+    };
+    quote_spanned! {o.level_span=>
+        #[cfg(all(target_arch = "nvptx64", not(target_feature = #feature)))]
+        ::core::compile_error!(#msg);
+    }
+}
+
+fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Expr> {
+    let guard = arch_guard(o);
+    let level = level_tokens(o.level);
+    let dist = o.distance;
+    let dist_lit = syn::LitInt::new(&dist.to_string(), o.distance_span);
+    let label = &f.label;
+    let pat = &f.pat;
+    let body = &f.body;
+    let attrs = &f.attrs;
+    let pf = quote!(::lookahead_device::prefetch);
+    let m = Span::mixed_site();
+    let snap = Ident::new("__lk_snap", m);
+    let idx = Ident::new("__lk_i", m);
+    let k = Ident::new("__lk_k", m);
+
+    let iter = strip(&f.expr);
+    // Integer ranges, optionally `.step_by(s)`.
+    let (range, step) = match iter {
+        Expr::Range(r) => (Some(r), None),
+        Expr::MethodCall(mc) if mc.method == "step_by" && mc.args.len() == 1 => match strip(&mc.receiver) {
+            Expr::Range(r) => (Some(r), Some(mc.args[0].clone())),
+            _ => (None, None),
+        },
+        _ => (None, None),
+    };
+    if let Some(r) = range {
+        let (Some(start), Some(end)) = (&r.start, &r.end) else {
+            return Err(syn::Error::new(r.span(), format!("#[prefetch_next] needs a bounded range (`a..b` or `a..=b`) so it never prefetches past the end; {FORMS}")));
+        };
+        let var = match &**pat {
+            Pat::Ident(pi) if pi.subpat.is_none() => pi.ident.clone(),
+            other => {
+                return Err(syn::Error::new(other.span(), "#[prefetch_next] on a range needs a plain loop variable (`for i in ...`)"))
+            }
+        };
+        let targets = if o.of.is_empty() {
+            let mut finder = IndexFinder { var: &var, found: Vec::new() };
+            finder.visit_block(body);
+            finder.found
+        } else {
+            o.of.clone()
+        };
+        if targets.is_empty() {
+            return Err(syn::Error::new(
+                attr_span,
+                format!("#[prefetch_next]: nothing to prefetch: the body indexes no slice with `{var}` (`x[{var}]`); name the slices with `of(x, y)`"),
+            ));
+        }
+        let start_id = Ident::new("__lk_start", m);
+        let end_id = Ident::new("__lk_end", m);
+        let step_id = Ident::new("__lk_step", m);
+        let ahead = Ident::new("__lk_ahead", m);
+        let inclusive = matches!(r.limits, RangeLimits::Closed(_));
+        let in_bounds = if inclusive {
+            quote!(#ahead <= (#end_id as usize))
+        } else {
+            quote!(#ahead < (#end_id as usize))
+        };
+        let range_expr = if inclusive {
+            quote!(#start_id..=#end_id)
+        } else {
+            quote!(#start_id..#end_id)
+        };
+        let (step_let, iter_expr) = match &step {
+            Some(s) => (
+                quote!(let #step_id: usize = #s;),
+                quote!(::core::iter::Iterator::step_by(#range_expr, #step_id)),
+            ),
+            None => (quote!(let #step_id: usize = 1;), quote!(#range_expr)),
+        };
+        let prefetches = targets.iter().map(|t| {
+            quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
+        });
+        return Ok(syn::parse_quote_spanned! {f.span()=> {
+            #guard
+            let #start_id = #start;
+            let #end_id = #end;
+            #step_let
+            #(#attrs)*
+            #label for #pat in #iter_expr {
+                if let ::core::option::Option::Some(#ahead) =
+                    (#var as usize).checked_add(#dist_lit * #step_id)
+                {
+                    if #in_bounds {
+                        #(#prefetches)*
+                    }
+                }
+                #body
+            }
+        }});
+    }
+
+    // Iteration over a slice or its chunks.
+    if let Expr::MethodCall(mc) = iter {
+        let method = mc.method.to_string();
+        let recv = &mc.receiver;
+        let by_elem = matches!(method.as_str(), "iter" | "iter_mut") && mc.args.is_empty();
+        let by_chunk = matches!(method.as_str(), "chunks" | "chunks_mut" | "chunks_exact" | "chunks_exact_mut")
+            && mc.args.len() == 1;
+        if by_elem || by_chunk {
+            if !is_place(recv) {
+                return Err(syn::Error::new(
+                    recv.span(),
+                    "#[prefetch_next]: bind the slice to a variable first (`let xs = ...; for x in xs.iter()`), so it is evaluated once",
+                ));
+            }
+            let method_id = &mc.method;
+            if by_elem {
+                return Ok(syn::parse_quote_spanned! {f.span()=> {
+                    #guard
+                    let #snap = #pf::Snapshot::of(&#recv);
+                    #(#attrs)*
+                    #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#recv.#method_id()) {
+                        if let ::core::option::Option::Some(a) = #idx.checked_add(#dist_lit) {
+                            #pf::prefetch_index(&#snap, a, #level);
+                        }
+                        #body
+                    }
+                }});
+            }
+            let chunk = &mc.args[0];
+            return Ok(syn::parse_quote_spanned! {f.span()=> {
+                #guard
+                let #snap = #pf::Snapshot::of(&#recv);
+                let #k: usize = #chunk;
+                #(#attrs)*
+                #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#recv.#method_id(#k)) {
+                    if let ::core::option::Option::Some(first) =
+                        #idx.checked_add(#dist_lit).and_then(|c| c.checked_mul(#k))
+                    {
+                        #pf::prefetch_range(&#snap, first, #k, #level);
+                    }
+                    #body
+                }
+            }});
+        }
+    }
+    Err(syn::Error::new(
+        f.expr.span(),
+        format!("#[prefetch_next] does not know what this loop reads ahead; {FORMS}"),
+    ))
+}
+
+/// `#[prefetch_next]` reached by itself: it was not inside a `#[kernel]`/`#[device_fn]`.
+pub fn misplaced(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    let msg = "#[prefetch_next] only works on `for` loops inside a #[kernel] or #[device_fn] function (the enclosing macro rewrites the loop)";
+    let err = syn::Error::new(Span::call_site(), msg).to_compile_error();
+    quote!(#err #item)
+}

@@ -1,0 +1,57 @@
+//! `shared_array!`: a module-level `.shared` declaration with a unique name.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use syn::parse::{Parse, ParseStream};
+use syn::{Expr, Token, Type};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+struct Input {
+    ty: Type,
+    len: Expr,
+}
+
+impl Parse for Input {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let ty: Type = input.parse()?;
+        input.parse::<Token![;]>().map_err(|e| {
+            syn::Error::new(e.span(), "expected `shared_array!(T; N)`, for example `shared_array!(f32; 256)`")
+        })?;
+        let len: Expr = input.parse()?;
+        if !input.is_empty() {
+            return Err(input.error("unexpected tokens after the length; write `shared_array!(T; N)`"));
+        }
+        Ok(Input { ty, len })
+    }
+}
+
+pub fn expand(input: TokenStream) -> TokenStream {
+    let Input { ty, len } = match syn::parse2::<Input>(input) {
+        Ok(i) => i,
+        Err(e) => return e.to_compile_error(),
+    };
+    let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_else(|_| "crate".into());
+    let krate: String = krate
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let sym = format!("__lookahead_shared_{krate}_{n}");
+    let decl = format!(".shared .align {{align}} .b8 {sym}[{{size}}];");
+    quote! {{
+        #[cfg(target_arch = "nvptx64")]
+        ::core::arch::global_asm!(
+            #decl,
+            align = const if ::core::mem::align_of::<#ty>() > 16 { ::core::mem::align_of::<#ty>() } else { 16 },
+            size = const if ::core::mem::size_of::<[#ty; #len]>() == 0 { 1 } else { ::core::mem::size_of::<[#ty; #len]>() },
+        );
+        // SAFETY: the symbol is a `.shared` array of `N` elements of `T`, aligned for `T`.
+        unsafe {
+            ::lookahead_device::SharedArray::<#ty, { #len }>::from_generic_ptr(
+                ::lookahead_device::__shared_generic_ptr!(#sym) as *mut #ty,
+            )
+        }
+    }}
+}
