@@ -45,7 +45,11 @@ pub struct LaunchConfig {
 impl LaunchConfig {
     /// A grid of `grid` blocks of `block` threads.
     pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> Self {
-        LaunchConfig { grid_dim: grid, block_dim: block, shared_mem_bytes: 0 }
+        LaunchConfig {
+            grid_dim: grid,
+            block_dim: block,
+            shared_mem_bytes: 0,
+        }
     }
 
     /// One thread per element of a length-`n` vector, `block` threads per block:
@@ -53,7 +57,11 @@ impl LaunchConfig {
     /// A `block` of 0 or above 1024, or more blocks than CUDA allows, is reported by
     /// [`LaunchConfig::check`] when launching.
     pub fn for_len(n: usize, block: u32) -> Self {
-        let blocks = if block == 0 { 1 } else { (n as u64).div_ceil(block as u64).max(1) };
+        let blocks = if block == 0 {
+            1
+        } else {
+            (n as u64).div_ceil(block as u64).max(1)
+        };
         LaunchConfig::new((blocks.min(u32::MAX as u64) as u32, 1, 1), (block, 1, 1))
     }
 
@@ -73,7 +81,10 @@ impl LaunchConfig {
     /// Threads in the whole grid.
     pub fn threads(&self) -> u64 {
         let (g, b) = (self.grid_dim, self.block_dim);
-        [g.0, g.1, g.2, b.0, b.1, b.2].iter().map(|&v| v as u64).product()
+        [g.0, g.1, g.2, b.0, b.1, b.2]
+            .iter()
+            .map(|&v| v as u64)
+            .product()
     }
 
     /// Checks the shape against CUDA's limits; [`Error::InvalidLaunch`] names `kernel`.
@@ -112,7 +123,11 @@ impl From<LaunchConfig> for cudarc::driver::LaunchConfig {
 
 impl From<cudarc::driver::LaunchConfig> for LaunchConfig {
     fn from(c: cudarc::driver::LaunchConfig) -> Self {
-        LaunchConfig { grid_dim: c.grid_dim, block_dim: c.block_dim, shared_mem_bytes: c.shared_mem_bytes }
+        LaunchConfig {
+            grid_dim: c.grid_dim,
+            block_dim: c.block_dim,
+            shared_mem_bytes: c.shared_mem_bytes,
+        }
     }
 }
 
@@ -122,14 +137,23 @@ pub fn check_same_len(kernel: &'static str, lens: &[(&'static str, usize)]) -> R
         Some(&(_, first)) if lens.iter().any(|&(_, l)| l != first) => Err(Error::LengthMismatch {
             kernel,
             rule: "same_len",
-            lengths: lens.iter().map(|&(n, l)| format!("{n} = {l}")).collect::<Vec<_>>().join(", "),
+            lengths: lens
+                .iter()
+                .map(|&(n, l)| format!("{n} = {l}"))
+                .collect::<Vec<_>>()
+                .join(", "),
         }),
         _ => Ok(()),
     }
 }
 
 /// Fails with [`Error::LengthMismatch`] when slice `name` has fewer than `min` elements.
-pub fn check_min_len(kernel: &'static str, name: &'static str, len: usize, min: usize) -> Result<()> {
+pub fn check_min_len(
+    kernel: &'static str,
+    name: &'static str,
+    len: usize,
+    min: usize,
+) -> Result<()> {
     if len < min {
         return Err(Error::LengthMismatch {
             kernel,
@@ -145,7 +169,11 @@ pub fn check_min_len(kernel: &'static str, name: &'static str, len: usize, min: 
 /// [`Launcher`].
 pub trait LaunchOn {
     /// The kernel `name` from the best module of `ptx` for this device.
-    fn kernel_function(&self, ptx: &'static [(u32, &'static str)], name: &str) -> Result<CudaFunction>;
+    fn kernel_function(
+        &self,
+        ptx: &'static [(u32, &'static str)],
+        name: &str,
+    ) -> Result<CudaFunction>;
     /// The stream the launch is queued on.
     fn launch_stream(&self) -> &Arc<CudaStream>;
 }
@@ -167,14 +195,21 @@ pub fn module_for(ctx: &Arc<CudaContext>, ptx: &'static [(u32, &'static str)]) -
         .iter()
         .rev()
         .find(|(arch, _)| *arch <= cc)
-        .ok_or_else(|| Error::NoPtxForDevice { device_cc: cc, built: ptx.iter().map(|(a, _)| *a).collect() })?;
+        .ok_or_else(|| Error::NoPtxForDevice {
+            device_cc: cc,
+            built: ptx.iter().map(|(a, _)| *a).collect(),
+        })?;
     let module = Module::load(ctx, *arch, text)?;
     cache.push((key.0, key.1, module.clone()));
     Ok(module)
 }
 
 impl LaunchOn for Gpu {
-    fn kernel_function(&self, ptx: &'static [(u32, &'static str)], name: &str) -> Result<CudaFunction> {
+    fn kernel_function(
+        &self,
+        ptx: &'static [(u32, &'static str)],
+        name: &str,
+    ) -> Result<CudaFunction> {
         module_for(self.context(), ptx)?.function(name)
     }
     fn launch_stream(&self) -> &Arc<CudaStream> {
@@ -183,7 +218,11 @@ impl LaunchOn for Gpu {
 }
 
 impl LaunchOn for Arc<CudaStream> {
-    fn kernel_function(&self, ptx: &'static [(u32, &'static str)], name: &str) -> Result<CudaFunction> {
+    fn kernel_function(
+        &self,
+        ptx: &'static [(u32, &'static str)],
+        name: &str,
+    ) -> Result<CudaFunction> {
         module_for(self.context(), ptx)?.function(name)
     }
     fn launch_stream(&self) -> &Arc<CudaStream> {
@@ -212,7 +251,11 @@ impl Launcher {
 }
 
 impl LaunchOn for Launcher {
-    fn kernel_function(&self, _ptx: &'static [(u32, &'static str)], name: &str) -> Result<CudaFunction> {
+    fn kernel_function(
+        &self,
+        _ptx: &'static [(u32, &'static str)],
+        name: &str,
+    ) -> Result<CudaFunction> {
         self.module.function(name)
     }
     fn launch_stream(&self) -> &Arc<CudaStream> {
@@ -325,7 +368,10 @@ mod tests {
         assert_eq!(LaunchConfig::for_len(1000, 256).grid_dim, (4, 1, 1));
         assert_eq!(LaunchConfig::for_len(1024, 256).grid_dim, (4, 1, 1));
         assert_eq!(LaunchConfig::for_len(0, 256).grid_dim, (1, 1, 1));
-        assert_eq!(LaunchConfig::grid_stride(1 << 30, 256, 1024).grid_dim, (1024, 1, 1));
+        assert_eq!(
+            LaunchConfig::grid_stride(1 << 30, 256, 1024).grid_dim,
+            (1024, 1, 1)
+        );
         assert_eq!(LaunchConfig::for_len(1000, 256).threads(), 1024);
         assert!(LaunchConfig::for_len(1000, 256).check("k").is_ok());
     }
@@ -340,7 +386,16 @@ mod tests {
             LaunchConfig::new((1, 1, 1), (1, 1, 65)),
         ] {
             let e = cfg.check("saxpy").unwrap_err();
-            assert!(matches!(e, Error::InvalidLaunch { kernel: "saxpy", .. }), "{e}");
+            assert!(
+                matches!(
+                    e,
+                    Error::InvalidLaunch {
+                        kernel: "saxpy",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
         }
     }
 

@@ -112,7 +112,9 @@ pub fn prefetch_range(
 }
 
 /// Prefetches several ranges on one stream: one call per range, or one
-/// `cuMemPrefetchBatchAsync` when `batch` is true (needs a 12.8+ driver). Ranges are
+/// `cuMemPrefetchBatchAsync` when `batch` is true (needs a 12.8+ driver). The batch call
+/// rejects the legacy NULL stream (`CUDA_ERROR_INVALID_VALUE`, measured on driver 580), so
+/// on the NULL stream (cudarc's default stream) the ranges go out one call each. Ranges are
 /// issued as given (no coalescing; see [`PrefetchEngine`] for that).
 pub fn prefetch_ranges(
     gpu: &Gpu,
@@ -126,7 +128,7 @@ pub fn prefetch_ranges(
         ByteRange::new(r.start, r.len)?;
         require_managed(gpu, *r)?;
     }
-    if batch {
+    if batch && !stream.cu_stream().is_null() {
         gpu.require(Capability::BatchPrefetch, "prefetch_ranges(batch = true)")?;
         issue_batch(ranges, location, stream.cu_stream())
     } else {
