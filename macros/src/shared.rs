@@ -39,14 +39,21 @@ pub fn expand(input: TokenStream) -> TokenStream {
         .collect();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let sym = format!("__lookahead_shared_{krate}_{n}");
+    let modname = quote::format_ident!("__lookahead_shared_decl_{n}");
     let decl = format!(".shared .align {{align}} .b8 {sym}[{{size}}];");
     quote! {{
+        // `global_asm!` is an item: give it a module, so it is not in statement position.
         #[cfg(target_arch = "nvptx64")]
-        ::core::arch::global_asm!(
-            #decl,
-            align = const if ::core::mem::align_of::<#ty>() > 16 { ::core::mem::align_of::<#ty>() } else { 16 },
-            size = const if ::core::mem::size_of::<[#ty; #len]>() == 0 { 1 } else { ::core::mem::size_of::<[#ty; #len]>() },
-        );
+        #[allow(non_snake_case)]
+        mod #modname {
+            #[allow(unused_imports)]
+            use super::*;
+            ::core::arch::global_asm!(
+                #decl,
+                align = const if ::core::mem::align_of::<#ty>() > 16 { ::core::mem::align_of::<#ty>() } else { 16 },
+                size = const if ::core::mem::size_of::<[#ty; #len]>() == 0 { 1 } else { ::core::mem::size_of::<[#ty; #len]>() },
+            );
+        }
         // SAFETY: the symbol is a `.shared` array of `N` elements of `T`, aligned for `T`.
         unsafe {
             ::lookahead_device::SharedArray::<#ty, { #len }>::from_generic_ptr(

@@ -1,0 +1,278 @@
+//! Small kernels for the PTX tests in `lookahead-tests` (`tests/tests/ptx_dsl.rs`): one per
+//! device intrinsic group and one per `#[prefetch_next]` form. `lookahead-tests`' build
+//! script compiles them for sm_70, sm_80 and sm_90; the host build only type-checks them
+//! (their launchers point at an empty PTX table, [`PTX`]).
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_gpu_kernel, asm_experimental_arch)
+)]
+
+/// Empty on the host: the PTX tests read the modules `lookahead-tests` builds.
+#[cfg(not(target_arch = "nvptx64"))]
+pub static PTX: &[(u32, &str)] = &[];
+
+use lookahead_device::prelude::*;
+use lookahead_device::{device_fn, kernel};
+
+/// Kernel names, as the PTX tests expect them on every architecture.
+pub const KERNELS: &[&str] = &[
+    "pf_range_l1",
+    "pf_range_l2",
+    "pf_range_inclusive",
+    "pf_grid_stride",
+    "pf_evict_last_portable",
+    "pf_evict_normal_portable",
+    "pf_iter",
+    "pf_iter_mut",
+    "pf_chunks_bulk_portable",
+    "pf_chunks_l2",
+    "pf_managed_bulk",
+    "pf_device_fn",
+    "intr_indices",
+    "intr_atomics",
+    "intr_warp",
+    "intr_sync",
+    "intr_shared",
+    "intr_prefetch_direct",
+    "intr_bounds",
+];
+
+#[kernel(same_len(x, y))]
+pub fn pf_range_l1(x: &[f32], y: &mut [f32]) {
+    #[prefetch_next(distance = 2, level = l1)]
+    for i in 0..x.len() {
+        y[i] = x[i] * 2.0;
+    }
+}
+
+#[kernel(same_len(x, y))]
+pub fn pf_range_l2(x: &[f32], y: &mut [f32]) {
+    #[prefetch_next(distance = 8, level = l2)]
+    for i in 0..x.len() {
+        y[i] += x[i];
+    }
+}
+
+#[kernel]
+pub fn pf_range_inclusive(x: &[u32], out: &mut [u32], last: usize) {
+    let mut acc = 0u32;
+    #[prefetch_next(of(x))]
+    for i in 0..=last {
+        acc = acc.wrapping_add(x.get(i).copied().unwrap_or(0));
+    }
+    out[0] = acc;
+}
+
+#[kernel(same_len(x, y))]
+pub fn pf_grid_stride(x: &[f64], y: &mut [f64]) {
+    #[prefetch_next(distance = 4, level = l2)]
+    for i in (global_index_x()..x.len()).step_by(grid_stride_x()) {
+        y[i] = x[i] + 1.0;
+    }
+}
+
+#[kernel(same_len(x, y))]
+pub fn pf_evict_last_portable(x: &[f32], y: &mut [f32]) {
+    #[prefetch_next(distance = 4, level = l2_evict_last, portable)]
+    for i in 0..x.len() {
+        y[i] = x[i];
+    }
+}
+
+#[kernel(same_len(x, y))]
+pub fn pf_evict_normal_portable(x: &[f32], y: &mut [f32]) {
+    #[prefetch_next(level = l2_evict_normal, portable)]
+    for i in 0..x.len() {
+        y[i] = x[i];
+    }
+}
+
+#[kernel(min_len(out = 1))]
+pub fn pf_iter(x: &[f32], out: &mut [f32]) {
+    let mut acc = 0.0;
+    #[prefetch_next(distance = 16, level = l2)]
+    for v in x.iter() {
+        acc += *v;
+    }
+    out[0] = acc;
+}
+
+#[kernel]
+pub fn pf_iter_mut(y: &mut [i32], delta: i32) {
+    #[prefetch_next(distance = 4, level = l1)]
+    for v in y.iter_mut() {
+        *v += delta;
+    }
+}
+
+#[kernel(min_len(out = 1))]
+pub fn pf_chunks_bulk_portable(x: &[f32], out: &mut [f32]) {
+    let mut acc = 0.0;
+    #[prefetch_next(distance = 1, level = bulk, portable)]
+    for c in x.chunks(1024) {
+        acc += c[0];
+    }
+    out[0] = acc;
+}
+
+#[kernel(min_len(out = 1))]
+pub fn pf_chunks_l2(x: &[u64], out: &mut [u64]) {
+    let mut acc = 0;
+    #[prefetch_next(distance = 2, level = l2)]
+    for c in x.chunks_exact(64) {
+        acc += c[63];
+    }
+    out[0] = acc;
+}
+
+/// Managed memory: whatever level is asked for, the L2 prefetch is emitted.
+#[kernel(min_len(out = 1))]
+pub fn pf_managed_bulk(x: ManagedSlice<f32>, out: ManagedSliceMut<f32>) {
+    let mut out = out;
+    let mut acc = 0.0;
+    #[prefetch_next(distance = 1, level = bulk, portable)]
+    for c in x.chunks(1024) {
+        acc += c[0];
+    }
+    out[0] = acc;
+}
+
+#[device_fn]
+fn sum_ahead(xs: &[f32]) -> f32 {
+    let mut acc = 0.0;
+    #[prefetch_next(distance = 8, level = l2)]
+    for x in xs.iter() {
+        acc += *x;
+    }
+    acc
+}
+
+#[kernel(min_len(out = 1))]
+pub fn pf_device_fn(x: DeviceSlice<f32>, out: DeviceSliceMut<f32>) {
+    let mut out = out;
+    out[0] = sum_ahead(&x);
+}
+
+/// Bulk prefetch without `portable`: only built where the architecture has it.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+#[kernel(min_len(out = 1))]
+pub fn pf_bulk_sm90(x: &[f32], out: &mut [f32]) {
+    let mut acc = 0.0;
+    #[prefetch_next(level = bulk)]
+    for c in x.chunks(4096) {
+        acc += c[0];
+    }
+    out[0] = acc;
+}
+
+#[kernel(min_len(out = 12))]
+pub fn intr_indices(out: &mut [u32]) {
+    if global_index_x() == 0 && global_index_y() == 0 && global_index_z() == 0 {
+        out[0] = thread_idx_x() + thread_idx_y() + thread_idx_z();
+        out[1] = block_idx_x() + block_idx_y() + block_idx_z();
+        out[2] = block_dim_x();
+        out[3] = block_dim_y();
+        out[4] = block_dim_z();
+        out[5] = grid_dim_x();
+        out[6] = grid_dim_y();
+        out[7] = grid_dim_z();
+        out[8] = lane_id();
+        out[9] = warp_id();
+        out[10] = grid_stride_x() as u32;
+        out[11] = WARP_SIZE;
+    }
+}
+
+#[kernel(min_len(f = 2, u = 3, w = 3, i = 1))]
+pub fn intr_atomics(f: &mut [f32], u: &mut [u32], w: &mut [u64], i: &mut [i32]) {
+    atomic_add(&mut f[0], 1.5);
+    atomic_add(&mut u[0], 1);
+    atomic_add(&mut w[0], 1);
+    atomic_max(&mut u[1], thread_idx_x());
+    atomic_max(&mut w[1], global_index_x() as u64);
+    atomic_max(&mut i[0], -(thread_idx_x() as i32));
+    atomic_cas(&mut u[2], 0, 7);
+    atomic_cas(&mut w[2], 0, 7);
+    // SAFETY: `f[1]` is a valid, aligned f32 only accessed atomically.
+    unsafe { lookahead_device::atomic::atomic_add_f32(&mut f[1], 0.5) };
+}
+
+#[kernel(min_len(out = 32))]
+pub fn intr_warp(x: &[f32], out: &mut [f32]) {
+    let l = lane_id() as usize;
+    let v = x.get(l).copied().unwrap_or(0.0);
+    let a = warp::shfl_down_f32(v, 1);
+    let b = warp::shfl_xor_f32(v, 2);
+    let c = warp::shfl_idx_f32(v, 0);
+    let d = f32::from_bits(warp::shfl_up_u32(v.to_bits(), 1));
+    let s = warp::warp_sum_f32(v);
+    let all = warp::vote_all(v > 0.0) as u32;
+    let any = warp::vote_any(v > 0.0) as u32;
+    let ballot = warp::ballot(v > 0.0);
+    let mask = warp::active_mask();
+    if l < out.len() {
+        out[l] = a + b + c + d + s + (all + any) as f32 + (ballot ^ mask) as f32;
+    }
+}
+
+#[kernel(min_len(flag = 1))]
+pub fn intr_sync(flag: &mut [u32]) {
+    fence_block();
+    sync_threads();
+    fence_gpu();
+    nanosleep(100);
+    fence_system();
+    if global_index_x() == 0 {
+        flag[0] = 1;
+    }
+}
+
+#[kernel(same_len(x, y))]
+pub fn intr_shared(x: &[f32], y: &mut [f32]) {
+    let tile = shared_array!(f32; 256);
+    let counts = shared_array!(u32; 1);
+    let t = thread_idx_x() as usize;
+    let i = global_index_x();
+    if t == 0 {
+        counts.set(0, 0);
+    }
+    tile.set(t % 256, if i < x.len() { x[i] } else { 0.0 });
+    sync_threads();
+    counts.atomic_add(0, 1);
+    let neighbour = tile.get((t + 1) % 256);
+    sync_threads();
+    if i < y.len() {
+        y[i] = neighbour + counts.get(0) as f32;
+    }
+}
+
+#[kernel]
+pub fn intr_prefetch_direct(x: &[f32]) {
+    let i = global_index_x();
+    if i < x.len() {
+        prefetch::prefetch_l1(&x[i]);
+        prefetch::prefetch_l2(&x[i]);
+        #[cfg(target_feature = "sm_80")]
+        {
+            prefetch::prefetch_l2_evict_last(&x[i]);
+            prefetch::prefetch_l2_evict_normal(&x[i]);
+            prefetch::apply_priority_evict_normal(&x[i]);
+        }
+        #[cfg(target_feature = "sm_90")]
+        prefetch::bulk_prefetch_slice(&x[i..]);
+        prefetch::bulk_prefetch_slice_portable(&x[i..]);
+    }
+}
+
+/// Bounds-checked indexing traps; `get_unchecked` does not check.
+#[kernel(same_len(x, y))]
+pub fn intr_bounds(x: ManagedSlice<f32>, y: ManagedSliceMut<f32>, k: usize) {
+    let mut y = y;
+    let i = global_index_x();
+    if i < y.len() {
+        // SAFETY: `i < y.len() == x.len()` (checked by the launcher's `same_len`).
+        let unchecked = unsafe { *x.get_unchecked(i) };
+        y[i] = x[(i + k) % x.len()] + unchecked;
+    }
+}
