@@ -40,6 +40,7 @@ pub mod index;
 mod panic;
 pub mod prefetch;
 pub mod shared;
+pub mod requests;
 pub mod sync;
 pub mod view;
 pub mod warp;

@@ -1,0 +1,117 @@
+//! The crate's own kernels (from `kernels/`, compiled by the build script) and typed
+//! launches of them.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use lookahead::{Error, Gpu, Module, Result};
+use lookahead_device::requests::RequestQueue;
+
+mod ptx {
+    include!(concat!(env!("OUT_DIR"), "/lookahead_uvm_kernels_ptx.rs"));
+}
+
+/// The device toolchain that compiled this crate's kernels.
+pub const KERNELS_TOOLCHAIN: &str = ptx::PTX_TOOLCHAIN;
+
+/// A [`RequestQueue`] as a kernel argument (passed by value, `#[repr(C)]`).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct QueueArg(pub RequestQueue);
+
+// SAFETY: `RequestQueue` is `#[repr(C)]`, `Copy`, and holds only addresses and integers,
+// which is exactly what the kernels' by-value parameter expects.
+unsafe impl DeviceRepr for QueueArg {}
+
+/// The loaded kernels.
+#[derive(Debug, Clone)]
+pub struct UvmKernels {
+    module: Module,
+    sms: u32,
+}
+
+fn launched(call: &'static str, r: std::result::Result<(), cudarc::driver::DriverError>) -> Result<()> {
+    r.map_err(|source| Error::Driver { call, source })
+}
+
+impl UvmKernels {
+    /// Loads the kernels on `gpu`.
+    pub fn load(gpu: &Gpu) -> Result<Self> {
+        let module = gpu.load_ptx(ptx::PTX)?;
+        let sms = gpu.capabilities()?.sm_count.max(1);
+        Ok(UvmKernels { module, sms })
+    }
+
+    fn grid(&self, blocks_per_sm: u32, threads: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (self.sms * blocks_per_sm, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Reads one byte every `stride` bytes of `[ptr, ptr + bytes)`; adds them into `sink`.
+    pub fn touch_pages(&self, stream: &Arc<CudaStream>, ptr: u64, bytes: u64, stride: u64, sink: u64) -> Result<()> {
+        let f = self.module.function("touch_pages")?;
+        let mut l = stream.launch_builder(&f);
+        l.arg(&ptr).arg(&bytes).arg(&stride).arg(&sink);
+        // SAFETY: (u8*, u64, u64, u32*) as declared; the caller passes a readable range.
+        launched("touch_pages", unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()))
+    }
+
+    /// Streams `words` 32-bit words from `ptr` (16-byte aligned, multiple of 4 words).
+    pub fn read_words(&self, stream: &Arc<CudaStream>, ptr: u64, words: u64, sink: u64) -> Result<()> {
+        let f = self.module.function("read_words")?;
+        let mut l = stream.launch_builder(&f);
+        l.arg(&ptr).arg(&words).arg(&sink);
+        // SAFETY: as declared in kernels/src/lib.rs.
+        launched("read_words", unsafe { l.launch(self.grid(8, 256)) }.map(|_| ()))
+    }
+
+    /// Issues one `prefetch.global.L2` every `stride` bytes of the range.
+    pub fn prefetch_sweep(&self, stream: &Arc<CudaStream>, ptr: u64, bytes: u64, stride: u64) -> Result<()> {
+        let f = self.module.function("prefetch_sweep")?;
+        let mut l = stream.launch_builder(&f);
+        l.arg(&ptr).arg(&bytes).arg(&stride);
+        // SAFETY: prefetches cannot fault.
+        launched("prefetch_sweep", unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()))
+    }
+
+    /// Publishes ranges `(ptrs[i], lens[i])` with flags `i` (device arrays of `n`).
+    pub fn publish_ranges(&self, stream: &Arc<CudaStream>, queue: RequestQueue, ptrs: u64, lens: u64, n: u32, outcomes: u64) -> Result<()> {
+        let f = self.module.function("publish_ranges")?;
+        let mut l = stream.launch_builder(&f);
+        let q = QueueArg(queue);
+        l.arg(&q).arg(&ptrs).arg(&lens).arg(&n).arg(&outcomes);
+        let cfg = LaunchConfig::for_num_elems(n.max(1));
+        // SAFETY: as declared; arrays hold `n` entries.
+        launched("publish_ranges", unsafe { l.launch(cfg) }.map(|_| ()))
+    }
+
+    /// Each block requests ranges `ahead` steps in advance, waits for its range, and sums it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn request_and_sum(
+        &self,
+        stream: &Arc<CudaStream>,
+        queue: RequestQueue,
+        ptrs: u64,
+        lens: u64,
+        n: u32,
+        ahead: u32,
+        sums: u64,
+        readiness: u64,
+        blocks: u32,
+    ) -> Result<()> {
+        let f = self.module.function("request_and_sum")?;
+        let mut l = stream.launch_builder(&f);
+        let q = QueueArg(queue);
+        l.arg(&q).arg(&ptrs).arg(&lens).arg(&n).arg(&ahead).arg(&sums).arg(&readiness);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks.max(1), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as declared; arrays hold `n` entries.
+        launched("request_and_sum", unsafe { l.launch(cfg) }.map(|_| ()))
+    }
+}

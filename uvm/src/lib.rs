@@ -1,0 +1,28 @@
+//! # lookahead-uvm
+//!
+//! Prefetch that pays for Unified Memory. On the H100s we measured, in-kernel prefetch
+//! instructions do not migrate managed pages, faults move data at 10-14 GB/s, and the
+//! interconnect can do about 50. This crate provides the mechanisms that reach the
+//! interconnect's rate, and chooses between them from measurements:
+//!
+//! - [`RequestRing`] + [`PrefetchService`]: GPU-driven migration requests. A kernel
+//!   publishes the ranges it will need ([`lookahead_device::requests::RequestQueue`]), a
+//!   host service prefetches them from several threads and marks each ready in device
+//!   memory on the prefetch's own stream; the kernel waits on the mark or goes ahead on the
+//!   fault path. A full ring, a stopped or never-started service, or a slow host never
+//!   lose a request, hang a kernel or change a result.
+//! - [`Policy`]: faults, in-kernel hints, prefetch-all, host-selected ranges, GPU-driven
+//!   requests, remote mapping, and `Auto`, which [`policy::choose`]s from an
+//!   [`AccessPattern`] and a [`MachineProfile`] measured by the start-up probe.
+
+pub mod kernels;
+pub mod policy;
+pub mod probe;
+pub mod ring;
+pub mod service;
+
+pub use kernels::{QueueArg, UvmKernels};
+pub use policy::{AccessPattern, Estimate, Policy};
+pub use probe::MachineProfile;
+pub use ring::{Request, RequestRing};
+pub use service::{PrefetchService, ServiceConfig, ServiceReport};

@@ -1,0 +1,312 @@
+//! The request ring's memory and its consumer (the host half of
+//! [`lookahead_device::requests`]).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cudarc::driver::sys;
+use lookahead::{Error, Gpu, Result};
+use lookahead_device::requests::{
+    RequestQueue, RequestSlot, FALLBACK_BIT, MAX_GENERATION,
+};
+
+/// One request as the host reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Flag to set when the range is resident.
+    pub flag: u32,
+    /// Generation to write into the flag.
+    pub generation: u32,
+    /// Start address (managed memory).
+    pub ptr: u64,
+    /// Length in bytes.
+    pub bytes: u64,
+}
+
+/// Where the ring lives.
+enum Backing {
+    /// Slots and tail in pinned, device-mapped host memory; head and flags in device memory.
+    Cuda {
+        gpu: Gpu,
+        pinned: *mut c_void,
+        device: sys::CUdeviceptr,
+    },
+    /// Everything in ordinary host memory: producers are host threads (tests, emulation).
+    Host { _memory: Box<[AtomicU64]> },
+}
+
+/// A ring of GPU-to-host requests with `capacity` slots and `num_flags` ready flags.
+///
+/// The kernel side gets a [`RequestQueue`] from [`RequestRing::queue`]; the host side is
+/// drained by one consumer (normally a [`crate::PrefetchService`]).
+pub struct RequestRing {
+    backing: Backing,
+    slots: *mut RequestSlot,
+    tail: *mut u32,
+    head: *mut u32,
+    requested: *mut u32,
+    ready: *mut u32,
+    capacity: u32,
+    num_flags: u32,
+    /// Next slot to consume (the consumer's copy of `tail`).
+    next: Mutex<u32>,
+    generation: AtomicU32,
+}
+
+// SAFETY: the raw pointers are owned by the ring and only accessed atomically or under
+// `next`'s lock; the CUDA allocations are usable from any thread.
+unsafe impl Send for RequestRing {}
+unsafe impl Sync for RequestRing {}
+
+impl std::fmt::Debug for RequestRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestRing")
+            .field("capacity", &self.capacity)
+            .field("num_flags", &self.num_flags)
+            .field("on_gpu", &self.is_on_gpu())
+            .finish()
+    }
+}
+
+fn check(call: &'static str, r: sys::CUresult) -> Result<()> {
+    r.result().map_err(|source| Error::Driver { call, source })
+}
+
+impl RequestRing {
+    /// A ring for kernels on `gpu`: `capacity` slots (at least 1) in pinned host memory,
+    /// `num_flags` ready flags in device memory.
+    pub fn new(gpu: &Gpu, capacity: u32, num_flags: u32) -> Result<Self> {
+        let capacity = capacity.max(1);
+        gpu.bind_to_thread()?;
+        let slot_bytes = capacity as usize * std::mem::size_of::<RequestSlot>();
+        let pinned_bytes = slot_bytes + 64; // + tail, on its own cache line
+        let mut pinned: *mut c_void = std::ptr::null_mut();
+        // SAFETY: allocates pinned, device-mapped host memory; freed in Drop.
+        check("cuMemHostAlloc", unsafe {
+            sys::cuMemHostAlloc(
+                &mut pinned,
+                pinned_bytes,
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
+            )
+        })?;
+        // SAFETY: `pinned` holds `pinned_bytes` bytes.
+        unsafe { std::ptr::write_bytes(pinned as *mut u8, 0, pinned_bytes) };
+        let device_words = 64 / 4 + 2 * num_flags as usize; // head (own line) + flags
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: device allocation; freed in Drop.
+        let alloc = unsafe { sys::cuMemAlloc_v2(&mut device, device_words * 4) };
+        if let Err(e) = check("cuMemAlloc", alloc) {
+            // SAFETY: allocated above.
+            unsafe { sys::cuMemFreeHost(pinned) };
+            return Err(e);
+        }
+        // SAFETY: zero the device words synchronously.
+        check("cuMemsetD32", unsafe { sys::cuMemsetD32_v2(device, 0, device_words) })?;
+        let mut mapped: sys::CUdeviceptr = 0;
+        // SAFETY: `pinned` was allocated with DEVICEMAP.
+        check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut mapped, pinned, 0)
+        })?;
+        debug_assert_eq!(mapped, pinned as u64, "unified addressing maps pinned memory 1:1");
+        let base = device as *mut u32;
+        Ok(RequestRing {
+            slots: pinned as *mut RequestSlot,
+            // SAFETY: inside the pinned allocation.
+            tail: unsafe { (pinned as *mut u8).add(slot_bytes) } as *mut u32,
+            head: base,
+            // SAFETY: inside the device allocation (pointer arithmetic only).
+            requested: unsafe { base.add(16) },
+            ready: unsafe { base.add(16 + num_flags as usize) },
+            capacity,
+            num_flags,
+            next: Mutex::new(0),
+            generation: AtomicU32::new(0),
+            backing: Backing::Cuda {
+                gpu: gpu.clone(),
+                pinned,
+                device,
+            },
+        })
+    }
+
+    /// A ring entirely in host memory, for producers that are host threads: the protocol
+    /// tests, and kernels run on the CPU.
+    pub fn in_host_memory(capacity: u32, num_flags: u32) -> Self {
+        let capacity = capacity.max(1);
+        let slot_words = capacity as usize * std::mem::size_of::<RequestSlot>() / 8;
+        // slots | tail (8 words) | head (8 words) | requested | ready
+        let flag_words = (num_flags as usize).div_ceil(2);
+        let total = slot_words + 16 + 2 * flag_words;
+        let words: Box<[AtomicU64]> = (0..total).map(|_| AtomicU64::new(0)).collect();
+        let base = words.as_ptr() as *mut u64;
+        // SAFETY: all offsets are inside `words`, which lives as long as the ring.
+        unsafe {
+            RequestRing {
+                slots: base as *mut RequestSlot,
+                tail: base.add(slot_words) as *mut u32,
+                head: base.add(slot_words + 8) as *mut u32,
+                requested: base.add(slot_words + 16) as *mut u32,
+                ready: base.add(slot_words + 16 + flag_words) as *mut u32,
+                capacity,
+                num_flags,
+                next: Mutex::new(0),
+                generation: AtomicU32::new(0),
+                backing: Backing::Host { _memory: words },
+            }
+        }
+    }
+
+    /// Whether the ring is in GPU-visible memory (from [`RequestRing::new`]).
+    pub fn is_on_gpu(&self) -> bool {
+        matches!(self.backing, Backing::Cuda { .. })
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Number of ready flags.
+    pub fn num_flags(&self) -> u32 {
+        self.num_flags
+    }
+
+    /// Starts a new generation (one per launch or batch) and returns the queue a kernel
+    /// takes as its argument. `wait` bounds how long a kernel waits for a range before it
+    /// reads through the fault path (`Duration::ZERO`: never wait).
+    pub fn queue(&self, wait: Duration) -> RequestQueue {
+        let generation = self
+            .generation
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |g| {
+                Some(if g >= MAX_GENERATION { 1 } else { g + 1 })
+            })
+            .map(|g| if g >= MAX_GENERATION { 1 } else { g + 1 })
+            .unwrap_or(1);
+        RequestQueue {
+            slots: self.slots,
+            tail: self.tail,
+            head: self.head,
+            requested: self.requested,
+            ready: self.ready,
+            capacity: self.capacity,
+            num_flags: self.num_flags,
+            generation,
+            claim_attempts: 64,
+            wait_ns: wait.as_nanos().min(u64::MAX as u128) as u64,
+        }
+    }
+
+    /// Takes every complete request at the ring's tail, in order, at most `max`, and
+    /// returns their slots to the producers.
+    pub fn drain(&self, max: usize) -> Vec<Request> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        while out.len() < max {
+            let t = *next;
+            // SAFETY: slot index < capacity; pinned host memory is host-accessible.
+            let slot = unsafe { self.slots.add((t % self.capacity) as usize) };
+            // SAFETY: `seq` is 4-byte aligned and written atomically by producers.
+            let seq = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*slot).seq)) };
+            if seq.load(Ordering::Acquire) != t.wrapping_add(1) {
+                break;
+            }
+            // SAFETY: the acquire load above orders these reads after the producer's writes.
+            let r = unsafe {
+                Request {
+                    flag: std::ptr::read_volatile(std::ptr::addr_of!((*slot).flag)),
+                    generation: std::ptr::read_volatile(std::ptr::addr_of!((*slot).generation)),
+                    ptr: std::ptr::read_volatile(std::ptr::addr_of!((*slot).ptr)),
+                    bytes: std::ptr::read_volatile(std::ptr::addr_of!((*slot).bytes)),
+                }
+            };
+            out.push(r);
+            *next = t.wrapping_add(1);
+            // SAFETY: `tail` is a 4-byte aligned word of the ring; producers read it.
+            unsafe { AtomicU32::from_ptr(self.tail) }.store(*next, Ordering::Release);
+        }
+        out
+    }
+
+    /// Requests claimed by producers but not yet consumed (an estimate while kernels run).
+    pub fn pending(&self) -> Result<u32> {
+        let next = *self.next.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(self.read_device_word(self.head)?.wrapping_sub(next))
+    }
+
+    /// Address of flag `flag` (device memory for a GPU ring).
+    pub(crate) fn ready_flag_address(&self, flag: u32) -> u64 {
+        debug_assert!(flag < self.num_flags);
+        // SAFETY: pointer arithmetic within the flag array.
+        unsafe { self.ready.add(flag as usize) as u64 }
+    }
+
+    /// Marks a request's range resident (or fallen back) from the host, for host rings.
+    pub(crate) fn mark_host(&self, r: &Request, fallback: bool) {
+        if let Backing::Host { .. } = self.backing {
+            if r.flag < self.num_flags {
+                let v = if fallback { r.generation | FALLBACK_BIT } else { r.generation };
+                // SAFETY: inside the host flag array.
+                unsafe { AtomicU32::from_ptr(self.ready.add(r.flag as usize)) }
+                    .store(v, Ordering::Release);
+            }
+        }
+    }
+
+    /// Reads one flag's current value (for tests and diagnostics).
+    pub fn ready_value(&self, flag: u32) -> Result<u32> {
+        if flag >= self.num_flags {
+            return Err(Error::InvalidRange {
+                start: flag as u64,
+                len: 1,
+                limit: self.num_flags as u64,
+                reason: "flag index past the ring's flags",
+            });
+        }
+        // SAFETY: inside the flag array.
+        self.read_device_word(unsafe { self.ready.add(flag as usize) })
+    }
+
+    fn read_device_word(&self, p: *mut u32) -> Result<u32> {
+        match &self.backing {
+            // SAFETY: inside the host allocation.
+            Backing::Host { .. } => Ok(unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire)),
+            Backing::Cuda { gpu, .. } => {
+                gpu.bind_to_thread()?;
+                let mut v = 0u32;
+                // SAFETY: copies one word of device memory to the host.
+                check("cuMemcpyDtoH", unsafe {
+                    sys::cuMemcpyDtoH_v2(&mut v as *mut u32 as *mut c_void, p as u64, 4)
+                })?;
+                Ok(v)
+            }
+        }
+    }
+
+    pub(crate) fn gpu(&self) -> Option<&Gpu> {
+        match &self.backing {
+            Backing::Cuda { gpu, .. } => Some(gpu),
+            Backing::Host { .. } => None,
+        }
+    }
+}
+
+impl Drop for RequestRing {
+    fn drop(&mut self) {
+        if let Backing::Cuda {
+            gpu,
+            pinned,
+            device,
+        } = &self.backing
+        {
+            let _ = gpu.bind_to_thread();
+            // SAFETY: allocated in `new`; no kernel may use the queue after the ring is
+            // dropped (the service holds an Arc to the ring while it runs).
+            unsafe {
+                let _ = sys::cuMemFree_v2(*device);
+                let _ = sys::cuMemFreeHost(*pinned);
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The request-ring protocol on the CPU: producers are host threads running the same code
+//! kernels run (`lookahead_device::requests`), the consumer is the real service on a host
+//! ring. No GPU needed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lookahead_device::requests::{Readiness, RequestQueue, Requested, FALLBACK_BIT};
+use lookahead_uvm::{PrefetchService, RequestRing, ServiceConfig};
+
+fn config(threads: usize) -> ServiceConfig {
+    ServiceConfig {
+        threads,
+        poll_interval: Duration::from_micros(50),
+        ..ServiceConfig::default()
+    }
+}
+
+/// Waits (bounded) until every flag in `flags` holds `gen` or `gen | FALLBACK_BIT`.
+fn settle(ring: &RequestRing, flags: std::ops::Range<u32>, gen: u32) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let values: Vec<u32> = flags.clone().map(|f| ring.ready_value(f).unwrap()).collect();
+        if values.iter().all(|&v| v == gen || v == gen | FALLBACK_BIT) || Instant::now() > deadline {
+            return values;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn one_producer_wraps_around_a_small_ring_without_loss() {
+    let ring = Arc::new(RequestRing::in_host_memory(4, 1000));
+    let service = PrefetchService::start_on_host(ring.clone(), config(1), Duration::ZERO).unwrap();
+    let q = ring.queue(Duration::from_millis(200));
+    let mut queued = 0;
+    for flag in 0..1000u32 {
+        match q.request(flag, (flag as usize * 4096) as *const u8, 4096) {
+            Requested::Queued => queued += 1,
+            Requested::Fallback => {}
+            Requested::AlreadyRequested => panic!("flag {flag} is new"),
+        }
+        // Like a kernel consuming in order: wait for what it asked for, so the ring
+        // cycles through its 4 slots 250 times.
+        assert_ne!(q.wait_ready(flag), Readiness::TimedOut, "flag {flag}");
+    }
+    let values = settle(&ring, 0..1000, q.generation);
+    let report = service.stop();
+    assert_eq!(queued, 1000, "the ring wrapped: all 1000 went through 4 slots");
+    assert_eq!(report.requests, queued, "every queued request reached the host");
+    assert_eq!(report.completed, queued);
+    let arrived = values.iter().filter(|&&v| v == q.generation).count() as u64;
+    let fell_back = values.iter().filter(|&&v| v == q.generation | FALLBACK_BIT).count() as u64;
+    assert_eq!(arrived, queued);
+    assert_eq!(arrived + fell_back, 1000, "no request lost: {values:?}");
+}
+
+#[test]
+fn many_producers_lose_nothing_and_order_each_slot() {
+    let ring = Arc::new(RequestRing::in_host_memory(16, 8 * 500));
+    let service = PrefetchService::start_on_host(ring.clone(), config(2), Duration::ZERO).unwrap();
+    let q = ring.queue(Duration::from_millis(500));
+    let producers: Vec<_> = (0..8u32)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut queued = 0u64;
+                for i in 0..500u32 {
+                    let flag = t * 500 + i;
+                    if q.request(flag, (flag as usize * 64) as *const u8, 64) == Requested::Queued {
+                        queued += 1;
+                    }
+                    // Like a kernel: wait for what it asked for, bounded.
+                    let _ = q.wait_ready(flag);
+                }
+                queued
+            })
+        })
+        .collect();
+    let queued: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
+    let values = settle(&ring, 0..4000, q.generation);
+    let report = service.stop();
+    assert_eq!(report.requests, queued);
+    assert!(values.iter().all(|&v| v == q.generation || v == q.generation | FALLBACK_BIT));
+    assert_eq!(values.iter().filter(|&&v| v == q.generation).count() as u64, queued);
+}
+
+#[test]
+fn ring_of_one_with_a_service_that_is_never_started() {
+    let ring = RequestRing::in_host_memory(1, 4);
+    let q = ring.queue(Duration::from_millis(20));
+    assert_eq!(q.request(0, 0x1000 as *const u8, 64), Requested::Queued);
+    // The single slot is taken and nobody consumes it: the next request falls back...
+    assert_eq!(q.request(1, 0x2000 as *const u8, 64), Requested::Fallback);
+    // ...and its waiter goes ahead at once, on the fault path.
+    let t = Instant::now();
+    assert_eq!(q.wait_ready(1), Readiness::GoAhead);
+    assert!(t.elapsed() < Duration::from_millis(15));
+    // The queued one is never served: the wait is bounded, not a hang.
+    let t = Instant::now();
+    assert_eq!(q.wait_ready(0), Readiness::TimedOut);
+    assert!(t.elapsed() >= Duration::from_millis(20) && t.elapsed() < Duration::from_secs(2));
+    // Nothing was lost: the request is still in the ring for a service started later.
+    assert_eq!(ring.pending().unwrap(), 1);
+    let drained = ring.drain(10);
+    assert_eq!(drained.len(), 1);
+    assert_eq!((drained[0].flag, drained[0].ptr, drained[0].bytes), (0, 0x1000, 64));
+    assert_eq!(ring.pending().unwrap(), 0);
+}
+
+#[test]
+fn a_late_service_still_serves_what_waited_in_the_ring() {
+    let ring = Arc::new(RequestRing::in_host_memory(8, 8));
+    let q = ring.queue(Duration::from_secs(5));
+    for f in 0..8 {
+        assert_eq!(q.request(f, (0x1000 * (f + 1) as usize) as *const u8, 16), Requested::Queued);
+    }
+    let service = PrefetchService::start_on_host(ring.clone(), config(1), Duration::ZERO).unwrap();
+    for f in 0..8 {
+        assert_eq!(q.wait_ready(f), Readiness::Arrived);
+    }
+    assert_eq!(service.stop().completed, 8);
+}
+
+#[test]
+fn a_slow_host_delays_but_never_blocks_the_kernel() {
+    let ring = Arc::new(RequestRing::in_host_memory(64, 16));
+    let service = PrefetchService::start_on_host(ring.clone(), config(1), Duration::from_millis(30)).unwrap();
+    let impatient = ring.queue(Duration::from_millis(2));
+    assert_eq!(impatient.request(0, 0x1000 as *const u8, 16), Requested::Queued);
+    let t = Instant::now();
+    assert_eq!(impatient.wait_ready(0), Readiness::TimedOut);
+    assert!(t.elapsed() < Duration::from_millis(25));
+    let patient = ring.queue(Duration::from_secs(5));
+    assert_eq!(patient.request(1, 0x2000 as *const u8, 16), Requested::Queued);
+    assert_eq!(patient.wait_ready(1), Readiness::Arrived);
+    service.stop();
+}
+
+#[test]
+fn stopping_hands_out_what_is_left() {
+    let ring = Arc::new(RequestRing::in_host_memory(32, 32));
+    let service = PrefetchService::start_on_host(ring.clone(), config(4), Duration::from_millis(1)).unwrap();
+    let q = ring.queue(Duration::ZERO);
+    for f in 0..32 {
+        assert_eq!(q.request(f, (0x1000 * (f + 1) as usize) as *const u8, 16), Requested::Queued);
+    }
+    let report = service.stop();
+    assert_eq!(report.requests, 32);
+    assert_eq!(report.completed, 32);
+    assert_eq!(settle(&ring, 0..32, q.generation), vec![q.generation; 32]);
+}
+
+#[test]
+fn duplicates_generations_and_disabled_queues() {
+    let ring = RequestRing::in_host_memory(8, 4);
+    let g1 = ring.queue(Duration::ZERO);
+    assert_eq!(g1.request(2, 0x10 as *const u8, 4), Requested::Queued);
+    assert_eq!(g1.request(2, 0x10 as *const u8, 4), Requested::AlreadyRequested);
+    // A new generation needs no reset of the flags.
+    let g2 = ring.queue(Duration::ZERO);
+    assert_ne!(g1.generation, g2.generation);
+    assert_eq!(g2.request(2, 0x10 as *const u8, 4), Requested::Queued);
+    // Flags past the ring's count and a disabled queue fall back instead of failing.
+    assert_eq!(g2.request(99, 0x10 as *const u8, 4), Requested::Fallback);
+    let off = RequestQueue::disabled();
+    assert_eq!(off.request(0, 0x10 as *const u8, 4), Requested::Fallback);
+    assert_eq!(off.wait_ready(0), Readiness::GoAhead);
+    // With wait 0 a kernel never waits.
+    assert_eq!(g2.wait_ready(2), Readiness::GoAhead);
+    assert_eq!(ring.drain(100).len(), 2);
+    assert!(ring.ready_value(4).is_err());
+}
