@@ -275,10 +275,37 @@ pub fn prefetch_range<S: PrefetchSource + ?Sized>(src: &S, first: usize, count: 
     }
 }
 
-/// Prefetches element `index` of `src` at `level`, or nothing when `index` is past its end.
+/// Prefetches element `index` of `src` at `level` (one instruction at the element's
+/// address), or nothing when `index` is past its end.
 #[inline(always)]
 pub fn prefetch_index<S: PrefetchSource + ?Sized>(src: &S, index: usize, level: Level) {
-    prefetch_range(src, index, 1, level)
+    let (addr, len, size) = src.region();
+    if index >= len || size == 0 {
+        return;
+    }
+    let p = (addr + index * size) as *const u8;
+    if matches!(S::KIND, MemoryKind::Managed) {
+        // See `prefetch_range`: managed memory gets the plain L2 hint for now.
+        prefetch_l2(p);
+        return;
+    }
+    match level {
+        Level::L1 => prefetch_l1(p),
+        Level::L2 => prefetch_l2(p),
+        Level::L2EvictLast => {
+            #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
+            prefetch_l2_evict_last(p);
+            #[cfg(all(target_arch = "nvptx64", not(target_feature = "sm_80")))]
+            prefetch_l2(p);
+        }
+        Level::L2EvictNormal => {
+            #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
+            prefetch_l2_evict_normal(p);
+            #[cfg(all(target_arch = "nvptx64", not(target_feature = "sm_80")))]
+            prefetch_l2(p);
+        }
+        Level::Bulk => region_l2_bulk_portable(p as usize, size),
+    }
 }
 
 /// The address range of a slice or view, taken before a loop borrows it (for

@@ -17,12 +17,12 @@ pub fn lines_inside_loops(body: &str, needle: &str) -> Vec<usize> {
     let lines: Vec<&str> = body.lines().collect();
     let mut loops: Vec<(usize, usize)> = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        let t = l.trim();
+        let t = l.split("//").next().unwrap_or("").trim();
         if let Some(label) = t.strip_suffix(':') {
             if label.starts_with('$') {
                 for (j, m) in lines.iter().enumerate().skip(i + 1) {
-                    let m = m.trim();
-                    if m.contains("bra") && m.trim_end_matches(';').ends_with(label) {
+                    let m = m.split("//").next().unwrap_or("").trim();
+                    if m.contains("bra") && m.trim_end_matches(';').trim_end().ends_with(label) {
                         loops.push((i, j));
                     }
                 }

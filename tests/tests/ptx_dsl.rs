@@ -1,0 +1,217 @@
+//! PTX tests of the DSL, in the spirit of Rust-CUDA's compile tests: `tests/ptx-kernels`
+//! has one kernel per device intrinsic group and per `#[prefetch_next]` form; the build
+//! script compiled it for sm_70, sm_80 and sm_90. Each test checks that the expected
+//! instruction is emitted inside the kernel's loop (between a loop label and the branch
+//! back to it), and that architectures without the instruction get none of it.
+
+use lookahead_builder::{ptx, CudaTools};
+use lookahead_tests::lines_inside_loops;
+use lookahead_tests::ptx_kernels_ptx::PTX;
+
+const ARCHS: [u32; 3] = [70, 80, 90];
+
+fn module(cc: u32) -> &'static str {
+    PTX.iter()
+        .find(|(a, _)| *a == cc)
+        .unwrap_or_else(|| panic!("no sm_{cc} module"))
+        .1
+}
+
+fn body(cc: u32, kernel: &str) -> &'static str {
+    ptx::entry_body(module(cc), kernel).unwrap_or_else(|| panic!("sm_{cc} lacks {kernel}"))
+}
+
+/// `needle` occurs inside a loop of `kernel` on `cc`.
+fn in_loop(cc: u32, kernel: &str, needle: &str) -> bool {
+    !lines_inside_loops(body(cc, kernel), needle).is_empty()
+}
+
+#[test]
+fn every_test_kernel_is_an_entry_and_nothing_is_unresolved() {
+    for cc in ARCHS {
+        let text = module(cc);
+        let entries = ptx::entries(text);
+        for k in ptx_kernels::KERNELS {
+            assert!(entries.iter().any(|e| e == k), "sm_{cc} lacks {k}: {entries:?}");
+        }
+        assert_eq!(entries.iter().any(|e| e == "pf_bulk_sm90"), cc >= 90, "sm_{cc}");
+        assert!(ptx::unresolved_functions(text).is_empty(), "sm_{cc}");
+    }
+}
+
+#[test]
+fn lowered_parameters_are_pointer_and_length_pairs() {
+    // pf_range_l1(x: &[f32], y: &mut [f32]) -> (ptr, len, ptr, len)
+    let text = module(90);
+    let start = text.find(".entry pf_range_l1(").unwrap();
+    let sig = &text[start..start + text[start..].find(')').unwrap()];
+    assert_eq!(sig.matches(".param .u64").count(), 4, "{sig}");
+    // pf_iter_mut(y: &mut [i32], delta: i32) -> (ptr, len, i32)
+    let start = text.find(".entry pf_iter_mut(").unwrap();
+    let sig = &text[start..start + text[start..].find(')').unwrap()];
+    assert_eq!(sig.matches(".param .u64").count(), 2, "{sig}");
+    assert_eq!(sig.matches(".param .u32").count(), 1, "{sig}");
+}
+
+#[test]
+fn range_loops_prefetch_inside_the_loop_at_the_requested_level() {
+    for cc in ARCHS {
+        assert!(in_loop(cc, "pf_range_l1", "prefetch.global.L1 ["), "sm_{cc}");
+        assert!(!body(cc, "pf_range_l1").contains("prefetch.global.L2"), "sm_{cc}");
+        assert!(in_loop(cc, "pf_range_l2", "prefetch.global.L2 ["), "sm_{cc}");
+        assert!(in_loop(cc, "pf_range_inclusive", "prefetch.global.L2 ["), "sm_{cc}");
+        assert!(in_loop(cc, "pf_grid_stride", "prefetch.global.L2 ["), "sm_{cc}");
+    }
+}
+
+#[test]
+fn prefetch_is_bounded_by_the_loop_end() {
+    // The prefetch is guarded: a compare-and-branch sits between the loop label and it.
+    for cc in ARCHS {
+        let b = body(cc, "pf_range_l2");
+        let at = b.find("prefetch.global.L2 [").unwrap();
+        let before = &b[..at];
+        let header = before.rfind("Loop Header").expect("prefetch outside any loop");
+        assert!(before[header..].contains("setp."), "sm_{cc}: unguarded prefetch");
+    }
+}
+
+#[test]
+fn evict_last_and_evict_normal_only_from_sm_80_with_portable_fallback() {
+    for (kernel, insn) in [
+        ("pf_evict_last_portable", "prefetch.global.L2::evict_last ["),
+        ("pf_evict_normal_portable", "prefetch.global.L2::evict_normal ["),
+    ] {
+        assert!(!body(70, kernel).contains("::evict_"), "sm_70 {kernel}");
+        assert!(in_loop(70, kernel, "prefetch.global.L2 ["), "sm_70 falls back");
+        for cc in [80, 90] {
+            assert!(in_loop(cc, kernel, insn), "sm_{cc} {kernel}");
+        }
+    }
+}
+
+#[test]
+fn iterator_loops_prefetch_inside_the_loop() {
+    for cc in ARCHS {
+        assert!(in_loop(cc, "pf_iter", "prefetch.global.L2 ["), "sm_{cc}");
+        assert!(in_loop(cc, "pf_iter_mut", "prefetch.global.L1 ["), "sm_{cc}");
+        assert!(in_loop(cc, "pf_device_fn", "prefetch.global.L2 ["), "sm_{cc}: #[device_fn]");
+        assert!(in_loop(cc, "pf_chunks_l2", "prefetch.global.L2 ["), "sm_{cc}");
+    }
+}
+
+#[test]
+fn bulk_chunks_use_the_bulk_engine_on_sm_90_only() {
+    let k = "pf_chunks_bulk_portable";
+    assert!(in_loop(90, k, "cp.async.bulk.prefetch.L2.global ["));
+    assert!(in_loop(90, "pf_bulk_sm90", "cp.async.bulk.prefetch.L2.global ["));
+    for cc in [70, 80] {
+        assert!(!module(cc).contains("cp.async.bulk"), "sm_{cc}");
+        assert!(in_loop(cc, k, "prefetch.global.L2 ["), "sm_{cc} falls back per line");
+    }
+}
+
+#[test]
+fn managed_memory_gets_the_l2_prefetch_whatever_the_level() {
+    for cc in ARCHS {
+        let b = body(cc, "pf_managed_bulk");
+        assert!(!b.contains("cp.async.bulk"), "sm_{cc}");
+        assert!(in_loop(cc, "pf_managed_bulk", "prefetch.global.L2 ["), "sm_{cc}");
+    }
+}
+
+#[test]
+fn direct_prefetch_intrinsics_by_architecture() {
+    let k = "intr_prefetch_direct";
+    for cc in ARCHS {
+        let b = body(cc, k);
+        assert!(b.contains("prefetch.global.L1 ["), "sm_{cc}");
+        assert!(b.contains("prefetch.global.L2 ["), "sm_{cc}");
+        assert_eq!(b.contains("prefetch.global.L2::evict_last ["), cc >= 80, "sm_{cc}");
+        assert_eq!(b.contains("prefetch.global.L2::evict_normal ["), cc >= 80, "sm_{cc}");
+        assert_eq!(b.contains("applypriority.global.L2::evict_normal"), cc >= 80, "sm_{cc}");
+        assert_eq!(b.contains("cp.async.bulk.prefetch.L2.global"), cc >= 90, "sm_{cc}");
+    }
+}
+
+#[test]
+fn indices_atomics_warp_sync_and_shared_memory() {
+    for cc in ARCHS {
+        let b = body(cc, "intr_indices");
+        for reg in ["%tid.", "%ctaid.", "%ntid.", "%nctaid."] {
+            for d in ["x", "y", "z"] {
+                assert!(b.contains(&format!("{reg}{d}")), "sm_{cc}: {reg}{d}");
+            }
+        }
+        let b = body(cc, "intr_atomics");
+        for insn in [
+            "atom.add.f32",
+            "atom.add.u32",
+            "atom.add.u64",
+            "atom.max.u32",
+            "atom.max.u64",
+            "atom.max.s32",
+            "atom.cas.b32",
+            "atom.cas.b64",
+        ] {
+            assert!(b.contains(insn), "sm_{cc}: {insn}");
+        }
+        let b = body(cc, "intr_warp");
+        for insn in [
+            "shfl.sync.down.b32",
+            "shfl.sync.up.b32",
+            "shfl.sync.bfly.b32",
+            "shfl.sync.idx.b32",
+            "vote.sync.all.pred",
+            "vote.sync.any.pred",
+            "vote.sync.ballot.b32",
+            "activemask.b32",
+        ] {
+            assert!(b.contains(insn), "sm_{cc}: {insn}");
+        }
+        let b = body(cc, "intr_sync");
+        for insn in ["bar.sync", "fence.acq_rel.cta", "fence.acq_rel.gpu", "fence.acq_rel.sys", "nanosleep.u32"] {
+            assert!(b.contains(insn), "sm_{cc}: {insn}");
+        }
+        let text = module(cc);
+        assert_eq!(text.matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_").count(), 2, "sm_{cc}");
+        let b = body(cc, "intr_shared");
+        assert!(b.contains("cvta.shared.u64"), "sm_{cc}");
+        assert!(b.contains("bar.sync"), "sm_{cc}");
+    }
+}
+
+#[test]
+fn bounds_checks_trap_and_unchecked_access_does_not_check() {
+    for cc in ARCHS {
+        let b = body(cc, "intr_bounds");
+        assert!(
+            b.contains("panic_bounds_check") || b.contains("trap;"),
+            "sm_{cc}: x[i + k] is checked"
+        );
+        // The panic path ends in the trapping panic handler.
+        assert!(module(cc).contains("trap;"), "sm_{cc}");
+    }
+}
+
+#[test]
+fn ptxas_accepts_every_test_module() {
+    let ptxas = CudaTools::discover().ptxas.expect(
+        "ptxas not found: run scripts/setup.sh (pip nvidia-cuda-nvcc-cu12) or set LOOKAHEAD_PTXAS",
+    );
+    let dir = std::env::temp_dir().join(format!("lookahead-ptxas-dsl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (cc, text) in PTX {
+        let file = dir.join(format!("ptx_kernels.sm_{cc}.ptx"));
+        std::fs::write(&file, text).unwrap();
+        ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}")).unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn loop_reader_finds_only_instructions_inside_loops() {
+    let body = "ld.x;\n$L__BB0_1:\nprefetch.global.L2 [%rd1];\n@%p1 bra $L__BB0_1;\nprefetch.global.L1 [%rd2];\n";
+    assert_eq!(lines_inside_loops(body, "prefetch.global.L2"), vec![2]);
+    assert!(lines_inside_loops(body, "prefetch.global.L1").is_empty());
+}
