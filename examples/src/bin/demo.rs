@@ -1,7 +1,7 @@
-//! The main demo: loads the PTX that `lookahead-builder` compiled from the Rust kernels in
-//! `gpu-kernels`, runs saxpy, the atomic reduction and the three prefetch kernels on device
-//! memory and on managed (Unified) memory, and checks every result against a CPU
-//! reference on fresh random inputs.
+//! The main demo: runs the Rust kernels of `gpu-kernels` (compiled to PTX by
+//! `lookahead-builder`) through their typed `#[kernel]` launchers: saxpy, the atomic
+//! reduction and the three prefetch kernels, on device memory and on managed (Unified)
+//! memory, checking every result against a CPU reference on fresh random inputs.
 //!
 //! `cargo run --release -p lookahead-examples --bin demo [-- --n 16777216]`
 
@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg, UnifiedSlice};
+use cudarc::driver::{CudaSlice, CudaStream, UnifiedSlice};
+use lookahead::launch::LaunchConfig;
 use lookahead::{Error, Gpu};
 use rand::{Rng, SeedableRng};
 
@@ -59,13 +60,6 @@ impl Buffer {
             Buffer::Device(d) => stream.clone_dtoh(d).map_err(during("cuMemcpyDtoH")),
             Buffer::Managed(m) => Ok(m.as_slice().map_err(during("host access"))?.to_vec()),
         }
-    }
-
-    fn push<'a>(&'a mut self, launch: &mut cudarc::driver::LaunchArgs<'a>) {
-        match self {
-            Buffer::Device(d) => launch.arg(d),
-            Buffer::Managed(m) => launch.arg(m),
-        };
     }
 }
 
@@ -129,7 +123,7 @@ fn main() -> ExitCode {
 
 fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
     let (major, minor) = gpu.driver_version()?;
-    let module = gpu.load_ptx(gpu_kernels::PTX)?;
+    let module = lookahead::launch::module_for(gpu.context(), gpu_kernels::PTX)?;
     println!(
         "  GPU: {} (sm_{}), driver CUDA {major}.{minor}, loaded the sm_{} module",
         gpu.name(),
@@ -148,16 +142,15 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
         let a: f32 = rng.gen_range(-4.0..4.0);
 
         // saxpy
-        let mut dx = Buffer::new(gpu, managed, &x)?;
+        let dx = Buffer::new(gpu, managed, &x)?;
         let mut dy = Buffer::new(gpu, managed, &y)?;
-        let f = module.function("saxpy")?;
-        let mut l = gpu.stream().launch_builder(&f);
-        l.arg(&a);
-        dx.push(&mut l);
-        dy.push(&mut l);
-        l.arg(&n);
-        // SAFETY: (f32, *const f32, *mut f32, usize) as the kernel declares.
-        finish(gpu, "saxpy", unsafe { l.launch(grid(n)) })?;
+        let cfg = LaunchConfig::for_len(n, gpu_kernels::BLOCK_SIZE);
+        match (&dx, &mut dy) {
+            (Buffer::Device(dx), Buffer::Device(dy)) => gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy),
+            (Buffer::Managed(dx), Buffer::Managed(dy)) => gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy),
+            _ => unreachable!("both buffers have the same kind"),
+        }?;
+        gpu.synchronize()?;
         let got = dy.read(gpu.stream())?;
         let worst = (0..n)
             .map(|i| (got[i] - a.mul_add(x[i], y[i])).abs())
@@ -170,19 +163,13 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
 
         // reduction with atomics
         let mut out = Buffer::new(gpu, managed, &[0.0f32])?;
-        let blocks = (gpu_kernels::BLOCK_SIZE * 4).min(grid(n).grid_dim.0);
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (gpu_kernels::BLOCK_SIZE, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let f = module.function("reduce_sum")?;
-        let mut l = gpu.stream().launch_builder(&f);
-        dx.push(&mut l);
-        l.arg(&n);
-        out.push(&mut l);
-        // SAFETY: (*const f32, usize, *mut f32) as the kernel declares.
-        finish(gpu, "reduce_sum", unsafe { l.launch(cfg) })?;
+        let cfg = LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, gpu_kernels::BLOCK_SIZE * 4);
+        match (&dx, &mut out) {
+            (Buffer::Device(dx), Buffer::Device(o)) => gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o),
+            (Buffer::Managed(dx), Buffer::Managed(o)) => gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o),
+            _ => unreachable!("both buffers have the same kind"),
+        }?;
+        gpu.synchronize()?;
         let got = out.read(gpu.stream())?[0] as f64;
         let want: f64 = x.iter().map(|&v| v as f64).sum();
         let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
@@ -194,26 +181,30 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
         });
 
         // prefetching copies: y is poisoned with NaN first, so an unwritten element fails.
-        for (kernel, ahead) in [
-            ("copy_prefetch_l2", 4096usize),
-            ("copy_prefetch_l2_evict_last", 4096),
-            ("copy_prefetch_bulk", 2),
-        ] {
+        type Copy = fn(&Gpu, LaunchConfig, &Buffer, &mut Buffer) -> Result<(), Error>;
+        let copies: [(&str, Copy, LaunchConfig); 3] = [
+            ("copy_prefetch_l2", |g, c, x, y| match (x, y) {
+                (Buffer::Device(x), Buffer::Device(y)) => gpu_kernels::copy_prefetch_l2::launch(g, c, x, y),
+                (Buffer::Managed(x), Buffer::Managed(y)) => gpu_kernels::copy_prefetch_l2::launch(g, c, x, y),
+                _ => unreachable!("both buffers have the same kind"),
+            }, LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024)),
+            ("copy_prefetch_l2_evict_last", |g, c, x, y| match (x, y) {
+                (Buffer::Device(x), Buffer::Device(y)) => gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y),
+                (Buffer::Managed(x), Buffer::Managed(y)) => gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y),
+                _ => unreachable!("both buffers have the same kind"),
+            }, LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024)),
+            ("copy_prefetch_bulk", |g, c, x, y| match (x, y) {
+                (Buffer::Device(x), Buffer::Device(y)) => gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y),
+                (Buffer::Managed(x), Buffer::Managed(y)) => gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y),
+                _ => unreachable!("both buffers have the same kind"),
+            }, LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 264)),
+        ];
+        for (kernel, launch, cfg) in copies {
             let mut dy = Buffer::new(gpu, managed, &vec![f32::NAN; n])?;
-            let f = module.function(kernel)?;
-            let mut l = gpu.stream().launch_builder(&f);
-            dx.push(&mut l);
-            dy.push(&mut l);
-            l.arg(&n);
-            l.arg(&ahead);
-            // SAFETY: (*const f32, *mut f32, usize, usize) as the kernels declare.
-            finish(gpu, kernel, unsafe { l.launch(grid(n)) })?;
+            launch(gpu, cfg, &dx, &mut dy)?;
+            gpu.synchronize()?;
             let got = dy.read(gpu.stream())?;
-            let wrong = got
-                .iter()
-                .zip(&x)
-                .filter(|(g, w)| g.to_bits() != w.to_bits())
-                .count();
+            let wrong = got.iter().zip(&x).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
             checks.push(Check {
                 name: format!("{kernel} on {memory} memory"),
                 ok: wrong == 0,
@@ -222,26 +213,4 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
         }
     }
     Ok(checks)
-}
-
-fn grid(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: ((n as u32).div_ceil(gpu_kernels::BLOCK_SIZE), 1, 1),
-        block_dim: (gpu_kernels::BLOCK_SIZE, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-/// Reports a failed launch by kernel name, then synchronises so a fault inside the
-/// kernel is reported here too rather than at some later call.
-fn finish<T>(
-    gpu: &Gpu,
-    kernel: &'static str,
-    launched: Result<T, cudarc::driver::DriverError>,
-) -> Result<(), Error> {
-    launched.map_err(|source| Error::Driver {
-        call: kernel,
-        source,
-    })?;
-    gpu.synchronize()
 }
