@@ -170,11 +170,13 @@ pub struct PrefetchOptions {
 }
 
 impl Default for PrefetchOptions {
-    /// 8 threads, 32 MiB pieces, no gap bridging, per-piece calls (the configuration the
-    /// H100 measurements in `docs/host-runtime.md` favour).
+    /// 32 threads, 32 MiB pieces, no gap bridging, per-piece calls: the configuration the
+    /// H100 (PCIe) measurements in `docs/host-runtime.md` favour. The driver does most of a
+    /// prefetch's work inside the issuing call, so scattered ranges need many threads in
+    /// flight; `cuMemPrefetchBatchAsync` measured slower than per-piece calls there.
     fn default() -> Self {
         PrefetchOptions {
-            threads: 8,
+            threads: 32,
             piece_bytes: 32 << 20,
             max_gap: 0,
             batch: false,
@@ -431,7 +433,10 @@ mod tests {
             })
             .collect();
         ranges.reverse();
-        let opts = PrefetchOptions::default();
+        let opts = PrefetchOptions {
+            threads: 8,
+            ..PrefetchOptions::default()
+        };
         let groups = plan(&ranges, &opts);
         assert_eq!(groups.len(), 8);
         let pieces: Vec<_> = groups.iter().flatten().copied().collect();

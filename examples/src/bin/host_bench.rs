@@ -159,10 +159,21 @@ fn prefetch_section(gpu: &Gpu, args: &Args, rows: &mut Vec<Row>) -> Result<()> {
     let _ = rng.gen::<u8>();
 
     let configs: Vec<(&str, PrefetchOptions)> = vec![
-        ("engine 8 thr, 32 MiB pieces", PrefetchOptions::default()),
+        (
+            "engine default (32 thr, 32 MiB pieces)",
+            PrefetchOptions::default(),
+        ),
+        (
+            "engine 8 thr, 32 MiB pieces",
+            PrefetchOptions {
+                threads: 8,
+                ..PrefetchOptions::default()
+            },
+        ),
         (
             "engine 8 thr, 32 MiB pieces, batch call",
             PrefetchOptions {
+                threads: 8,
                 batch: true,
                 ..PrefetchOptions::default()
             },
@@ -171,13 +182,6 @@ fn prefetch_section(gpu: &Gpu, args: &Args, rows: &mut Vec<Row>) -> Result<()> {
             "engine 16 thr, 32 MiB pieces",
             PrefetchOptions {
                 threads: 16,
-                ..PrefetchOptions::default()
-            },
-        ),
-        (
-            "engine 32 thr, 32 MiB pieces",
-            PrefetchOptions {
-                threads: 32,
                 ..PrefetchOptions::default()
             },
         ),
@@ -207,13 +211,14 @@ fn prefetch_section(gpu: &Gpu, args: &Args, rows: &mut Vec<Row>) -> Result<()> {
         (
             "engine 8 thr, 8 MiB pieces, batch call",
             PrefetchOptions {
+                threads: 8,
                 piece_bytes: 8 << 20,
                 batch: true,
                 ..PrefetchOptions::default()
             },
         ),
         (
-            "engine 8 thr, 32 MiB pieces, bridge gaps <= 4 MiB",
+            "engine 32 thr, 32 MiB pieces, bridge gaps <= 4 MiB",
             PrefetchOptions {
                 max_gap: 4 << 20,
                 ..PrefetchOptions::default()
