@@ -13,7 +13,7 @@ pub const SCALARS: &[&str] = &[
 pub const ACCEPTED: &str = "accepted kinds: scalars (f32, f64, i8, i16, i32, i64, isize, \
 u8, u16, u32, u64, usize); `&[T]` / `&mut [T]` (device or managed memory); `DeviceSlice<T>` / \
 `DeviceSliceMut<T>` (device memory only); `ManagedSlice<T>` / `ManagedSliceMut<T>` (managed \
-memory only); with T one of the scalars";
+memory only); with T one of the scalars; `RequestQueue` (a GPU-driven request queue, by value)";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum ViewKind {
@@ -23,6 +23,8 @@ pub enum ViewKind {
 
 pub enum Kind {
     Scalar,
+    /// `RequestQueue` (`lookahead_device::requests`), passed by value.
+    Queue,
     /// `&[T]` (`mutable` false) or `&mut [T]`.
     Slice { mutable: bool, elem: Type },
     /// `DeviceSlice<T>` & co.
@@ -120,6 +122,9 @@ pub fn classify(arg: &FnArg) -> syn::Result<Param> {
         Type::Path(p) if p.qself.is_none() => {
             let seg = p.path.segments.last().ok_or_else(|| err(p.span(), &n, "has an empty type"))?;
             let id = seg.ident.to_string();
+            if id == "RequestQueue" && seg.arguments.is_empty() {
+                return Ok(Param { name, ty, kind: Kind::Queue });
+            }
             let view = match id.as_str() {
                 "DeviceSlice" => Some((false, ViewKind::Device)),
                 "DeviceSliceMut" => Some((true, ViewKind::Device)),
@@ -201,6 +206,7 @@ impl Param {
                 let ty = &self.ty;
                 quote!(#name: #ty)
             }
+            Kind::Queue => quote!(#name: ::lookahead_device::requests::RequestQueue),
             Kind::Slice { mutable, elem } | Kind::View { mutable, elem, .. } => {
                 if *mutable {
                     quote!(#p: *mut #elem, #l: usize)
@@ -216,7 +222,7 @@ impl Param {
         let name = &self.name;
         let (p, l) = (self.ptr_ident(), self.len_ident());
         match &self.kind {
-            Kind::Scalar => quote!(#name),
+            Kind::Scalar | Kind::Queue => quote!(#name),
             Kind::Slice { mutable: false, .. } => {
                 quote!(::lookahead_device::view::slice_from_raw(#p, #l))
             }
@@ -230,7 +236,7 @@ impl Param {
     }
 
     pub fn is_slice(&self) -> bool {
-        !matches!(self.kind, Kind::Scalar)
+        !matches!(self.kind, Kind::Scalar | Kind::Queue)
     }
 
     /// The host launcher's parameter.
@@ -243,6 +249,7 @@ impl Param {
                 let ty = &self.ty;
                 quote!(#name: #ty)
             }
+            Kind::Queue => quote!(#name: ::lookahead_device::requests::RequestQueue),
             Kind::Slice { mutable: false, elem } => {
                 quote_spanned!(span=> #name: &(impl #l::KernelSlice<#elem> + ?Sized))
             }
@@ -269,7 +276,7 @@ impl Param {
         let l = self.len_ident();
         let m = quote!(::lookahead::launch);
         match &self.kind {
-            Kind::Scalar => quote!(args.arg(&#name);),
+            Kind::Scalar | Kind::Queue => quote!(args.arg(&#name);),
             Kind::Slice { mutable: false, .. } | Kind::View { mutable: false, .. } => {
                 quote!(#m::KernelSlice::push_arg(#name, &mut args); args.arg(&#l);)
             }
@@ -286,6 +293,8 @@ impl Param {
         let m = quote!(::lookahead::launch);
         match &self.kind {
             Kind::Scalar => quote!(),
+            // By value: wrapped once, before the argument list borrows it.
+            Kind::Queue => quote!(let #name = #m::ByValue(#name);),
             Kind::Slice { mutable: false, .. } | Kind::View { mutable: false, .. } => {
                 quote!(let #l: usize = #m::KernelSlice::kernel_len(&*#name);)
             }

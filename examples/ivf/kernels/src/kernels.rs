@@ -1,0 +1,238 @@
+//! The IVF kernels.
+
+use lookahead_device::kernel;
+use lookahead_device::prelude::*;
+use lookahead_device::requests::RequestQueue;
+
+use crate::{K, MAX_DIM, MAX_NPROBE, TILE_FLOATS};
+
+/// Squared L2 distance of two `dim`-float rows.
+#[inline(always)]
+fn l2(a: &[f32], b: &[f32]) -> f32 {
+    let mut s = 0.0f32;
+    for d in 0..a.len() {
+        let t = a[d] - b[d];
+        s += t * t;
+    }
+    s
+}
+
+/// Inserts `(dist, id)` into the sorted top list `(ds, is)` of `n` entries (ties by id).
+#[inline(always)]
+fn insert(ds: &mut [f32], is: &mut [u32], n: usize, dist: f32, id: u32) {
+    let last = n - 1;
+    if dist > ds[last] || (dist == ds[last] && id >= is[last]) {
+        return;
+    }
+    let mut j = last;
+    while j > 0 && (ds[j - 1] > dist || (ds[j - 1] == dist && is[j - 1] > id)) {
+        ds[j] = ds[j - 1];
+        is[j] = is[j - 1];
+        j -= 1;
+    }
+    ds[j] = dist;
+    is[j] = id;
+}
+
+/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q`, one thread per query.
+#[kernel]
+pub fn coarse(queries: &[f32], centroids: &[f32], dim: u32, nprobe: u32, probes: &mut [u32]) {
+    let dim = dim as usize;
+    let nprobe = (nprobe as usize).min(MAX_NPROBE);
+    let q = global_index_x();
+    if dim == 0 || q >= queries.len() / dim {
+        return;
+    }
+    let mut ds = [f32::INFINITY; MAX_NPROBE];
+    let mut is = [u32::MAX; MAX_NPROBE];
+    let v = &queries[q * dim..(q + 1) * dim];
+    for c in 0..centroids.len() / dim {
+        let d = l2(v, &centroids[c * dim..(c + 1) * dim]);
+        insert(&mut ds, &mut is, nprobe, d, c as u32);
+    }
+    for j in 0..nprobe {
+        probes[q * nprobe + j] = is[j];
+    }
+}
+
+/// For each (query, probe) pair `p`: `pairs[list * max_per_list + slot] = p`, with `slot`
+/// counted in `counts[list]`.
+#[kernel]
+pub fn plan(probes: &[u32], max_per_list: u32, counts: &mut [u32], pairs: &mut [u32]) {
+    let p = global_index_x();
+    if p < probes.len() {
+        let l = probes[p] as usize;
+        let slot = atomic_add(&mut counts[l], 1u32);
+        if slot < max_per_list {
+            pairs[l * max_per_list as usize + slot as usize] = p as u32;
+        }
+    }
+}
+
+/// `probed[0..m[0]]` = the lists with a nonzero count, in list order (one thread: a few
+/// thousand lists take microseconds).
+#[kernel]
+pub fn compact(counts: &[u32], probed: &mut [u32], m: &mut [u32]) {
+    if global_index_x() == 0 {
+        let mut k = 0;
+        for l in 0..counts.len() {
+            if counts[l] > 0 {
+                probed[k] = l as u32;
+                k += 1;
+            }
+        }
+        m[0] = k as u32;
+    }
+}
+
+/// Scans the probed lists. Block `b` takes probed lists `b, b + grid, ...`; for each, thread 0
+/// asks `queue` for the list `ahead + 1` steps further on and waits until its own list is
+/// resident (or goes ahead on the fault path), then the block reads the list once through
+/// shared-memory tiles while each thread keeps the top `K` of one of the list's queries.
+/// Results go to `out_*[pair * K ..]`.
+#[kernel(same_len(out_dist, out_ids))]
+#[allow(clippy::too_many_arguments)]
+pub fn scan(
+    lists: ManagedSlice<f32>,
+    offsets: &[u64],
+    ids: &[u32],
+    queries: &[f32],
+    probed: &[u32],
+    m: &[u32],
+    counts: &[u32],
+    pairs: &[u32],
+    dim: u32,
+    nprobe: u32,
+    max_per_list: u32,
+    ahead: u32,
+    hints: u32,
+    queue: RequestQueue,
+    out_dist: &mut [f32],
+    out_ids: &mut [u32],
+) {
+    let dim = dim as usize;
+    let m = m[0] as usize;
+    let blocks = grid_dim_x() as usize;
+    let tid = thread_idx_x() as usize;
+    let threads = block_dim_x() as usize;
+    let tile = shared_array!(f32; TILE_FLOATS);
+    let per_tile = TILE_FLOATS / dim.max(1);
+    let list_range = |i: usize| {
+        let l = probed[i] as usize;
+        (offsets[l] as usize * dim, offsets[l + 1] as usize * dim)
+    };
+    let request = |i: usize| {
+        if i < m {
+            let (a, b) = list_range(i);
+            if b > a {
+                queue.request(i as u32, lists.as_ptr().wrapping_add(a), (b - a) * 4);
+            }
+        }
+    };
+
+    let mut i = block_idx_x() as usize;
+    if tid == 0 {
+        // The lists this block scans first: ask for all of them before waiting on any.
+        for s in 0..=ahead as usize {
+            request(i + s * blocks);
+        }
+    }
+    while i < m {
+        let next = i + (ahead as usize + 1) * blocks;
+        if tid == 0 {
+            request(next);
+            let _ = queue.wait_ready(i as u32);
+        }
+        if hints == crate::HINT_L2 && i + blocks < m {
+            // The in-kernel hint: one prefetch per 128-byte line of the next list.
+            let (a, b) = list_range(i + blocks);
+            let mut f = a + tid * 32;
+            while f < b {
+                prefetch::prefetch_l2(lists.as_ptr().wrapping_add(f));
+                f += threads * 32;
+            }
+        }
+        sync_threads();
+
+        let l = probed[i] as usize;
+        let (a, b) = list_range(i);
+        let nq = (counts[l] as usize).min(max_per_list as usize);
+        let mut first_q = 0;
+        while first_q < nq {
+            let mine = first_q + tid;
+            let pair = if mine < nq {
+                pairs[l * max_per_list as usize + mine] as usize
+            } else {
+                usize::MAX
+            };
+            let q = pair / (nprobe as usize).max(1);
+            let mut qv = [0.0f32; MAX_DIM];
+            if pair != usize::MAX {
+                for d in 0..dim {
+                    qv[d] = queries[q * dim + d];
+                }
+            }
+            let mut ds = [f32::INFINITY; K];
+            let mut is = [u32::MAX; K];
+            let mut start = a;
+            while start < b {
+                let end = core::cmp::min(start + per_tile * dim, b);
+                let mut f = start + tid;
+                while f < end {
+                    tile.set(f - start, lists[f]);
+                    f += threads;
+                }
+                sync_threads();
+                if pair != usize::MAX {
+                    let rows = (end - start) / dim;
+                    for r in 0..rows {
+                        let mut s = 0.0f32;
+                        for d in 0..dim {
+                            let t = qv[d] - tile.get(r * dim + d);
+                            s += t * t;
+                        }
+                        let row = start / dim + r;
+                        insert(&mut ds, &mut is, K, s, ids[row]);
+                    }
+                }
+                sync_threads();
+                start = end;
+            }
+            if pair != usize::MAX {
+                for j in 0..K {
+                    out_dist[pair * K + j] = ds[j];
+                    out_ids[pair * K + j] = is[j];
+                }
+            }
+            first_q += threads;
+        }
+        i += blocks;
+    }
+}
+
+/// Each query's top `K` over its `nprobe` probes' candidates, one thread per query.
+#[kernel(same_len(out_dist, out_ids))]
+pub fn merge(
+    cand_dist: &[f32],
+    cand_ids: &[u32],
+    nprobe: u32,
+    out_dist: &mut [f32],
+    out_ids: &mut [u32],
+) {
+    let q = global_index_x();
+    if q >= out_dist.len() / K {
+        return;
+    }
+    let mut ds = [f32::INFINITY; K];
+    let mut is = [u32::MAX; K];
+    let per_query = nprobe as usize * K;
+    for c in q * per_query..(q + 1) * per_query {
+        if cand_ids[c] != u32::MAX {
+            insert(&mut ds, &mut is, K, cand_dist[c], cand_ids[c]);
+        }
+    }
+    for j in 0..K {
+        out_dist[q * K + j] = ds[j];
+        out_ids[q * K + j] = is[j];
+    }
+}

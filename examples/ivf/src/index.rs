@@ -1,0 +1,88 @@
+//! The inverted-file layout: centroids, and the vectors grouped by list, stored contiguously
+//! so each list is one byte range (one request, one prefetch).
+
+use crate::data::Vectors;
+
+/// An IVF-Flat index on the host side: everything but the list vectors themselves, which
+/// live wherever the caller puts them (a `Vec` for the CPU path, managed memory on the GPU).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IvfLayout {
+    /// Floats per vector.
+    pub dim: usize,
+    /// `nlist * dim` coarse centroids.
+    pub centroids: Vec<f32>,
+    /// `nlist + 1` offsets (in vectors) of each list in the list-major vector array.
+    pub offsets: Vec<u64>,
+    /// Original id of each stored vector, list-major.
+    pub ids: Vec<u32>,
+}
+
+impl IvfLayout {
+    /// Groups `assign` (the list of each vector) into lists (a stable counting sort).
+    pub fn from_assignment(dim: usize, centroids: Vec<f32>, assign: &[u32]) -> Self {
+        let nlist = centroids.len() / dim;
+        let mut offsets = vec![0u64; nlist + 1];
+        for &l in assign {
+            offsets[l as usize + 1] += 1;
+        }
+        for l in 0..nlist {
+            offsets[l + 1] += offsets[l];
+        }
+        let mut fill = offsets.clone();
+        let mut ids = vec![0u32; assign.len()];
+        for (i, &l) in assign.iter().enumerate() {
+            ids[fill[l as usize] as usize] = i as u32;
+            fill[l as usize] += 1;
+        }
+        IvfLayout {
+            dim,
+            centroids,
+            offsets,
+            ids,
+        }
+    }
+
+    /// Number of lists.
+    pub fn nlist(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Number of stored vectors.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the index is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Vectors in list `l`.
+    pub fn list_len(&self, l: usize) -> usize {
+        (self.offsets[l + 1] - self.offsets[l]) as usize
+    }
+
+    /// Bytes of list `l`'s vectors.
+    pub fn list_bytes(&self, l: usize) -> u64 {
+        (self.list_len(l) * self.dim * 4) as u64
+    }
+
+    /// Writes the vectors of `data` into `out` in list-major order (`out.len() == data.data.len()`).
+    pub fn scatter(&self, data: &Vectors, out: &mut [f32]) {
+        assert_eq!(out.len(), data.data.len(), "destination holds every vector");
+        use rayon::prelude::*;
+        out.par_chunks_mut(self.dim)
+            .zip(self.ids.par_iter())
+            .for_each(|(dst, &id)| dst.copy_from_slice(data.row(id as usize)));
+    }
+
+    /// Total bytes of the lists in `lists` (each counted once).
+    pub fn bytes_of(&self, lists: &[u32]) -> u64 {
+        let mut seen = vec![false; self.nlist()];
+        lists
+            .iter()
+            .filter(|&&l| !std::mem::replace(&mut seen[l as usize], true))
+            .map(|&l| self.list_bytes(l as usize))
+            .sum()
+    }
+}

@@ -1,0 +1,11 @@
+//! # lookahead-ivf
+//!
+//! A FAISS-style IVF-Flat search whose inverted lists live in CUDA Unified Memory, written
+//! with the Lookahead DSL (`ivf-kernels`), with every Unified Memory policy of
+//! `lookahead-uvm` selectable per search. The CPU reference in [`cpu`] implements the same
+//! algorithm, which is how recall is checked without a GPU.
+
+pub mod cpu;
+pub mod data;
+pub mod gpu;
+pub mod index;
