@@ -1,0 +1,140 @@
+//! On the GPU: every example kernel of `gpu-kernels`, launched through its typed
+//! `#[kernel]` launcher, gives the CPU reference's result on device memory and on managed
+//! memory; launch-time validation refuses bad lengths and shapes without launching.
+//!
+//! `cargo test -p lookahead-tests --test gpu_dsl -- --ignored` (on a machine with a CUDA GPU;
+//! these tests FAIL, not pass, when no GPU is found).
+
+use cudarc::driver::{CudaSlice, UnifiedSlice};
+use lookahead::launch::LaunchConfig;
+use lookahead::{Error, Gpu};
+
+const N: usize = (1 << 20) + 37; // not a multiple of the block or tile size
+
+fn gpu() -> Gpu {
+    Gpu::new(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
+}
+
+fn input(seed: u32, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+fn dev(gpu: &Gpu, v: &[f32]) -> CudaSlice<f32> {
+    gpu.stream().clone_htod(v).unwrap()
+}
+
+fn managed(gpu: &Gpu, v: &[f32]) -> UnifiedSlice<f32> {
+    // SAFETY: f32 accepts any bits; filled right below.
+    let mut m = unsafe { gpu.context().alloc_unified::<f32>(v.len(), true) }.unwrap();
+    m.as_mut_slice().unwrap().copy_from_slice(v);
+    m
+}
+
+fn read_dev(gpu: &Gpu, d: &CudaSlice<f32>) -> Vec<f32> {
+    gpu.synchronize().unwrap();
+    gpu.stream().clone_dtoh(d).unwrap()
+}
+
+fn read_managed(gpu: &Gpu, m: &UnifiedSlice<f32>) -> Vec<f32> {
+    gpu.synchronize().unwrap();
+    m.as_slice().unwrap().to_vec()
+}
+
+fn cfg() -> LaunchConfig {
+    LaunchConfig::for_len(N, gpu_kernels::BLOCK_SIZE)
+}
+
+fn stride_cfg() -> LaunchConfig {
+    LaunchConfig::grid_stride(N, gpu_kernels::BLOCK_SIZE, 264)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn saxpy_matches_cpu_on_device_and_managed_memory() {
+    let gpu = gpu();
+    let (x, y, a) = (input(1, N), input(2, N), 1.75f32);
+    let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| a * x + y).collect();
+    let (dx, mut dy) = (dev(&gpu, &x), dev(&gpu, &y));
+    gpu_kernels::saxpy::launch(&gpu, cfg(), a, &dx, &mut dy).unwrap();
+    let got = read_dev(&gpu, &dy);
+    let (mx, mut my) = (managed(&gpu, &x), managed(&gpu, &y));
+    gpu_kernels::saxpy::launch(&gpu, cfg(), a, &mx, &mut my).unwrap();
+    let got_m = read_managed(&gpu, &my);
+    for i in 0..N {
+        assert!((got[i] - want[i]).abs() <= 1e-6, "device [{i}]");
+        assert!((got_m[i] - want[i]).abs() <= 1e-6, "managed [{i}]");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn reduce_sum_matches_cpu_on_device_and_managed_memory() {
+    let gpu = gpu();
+    let x = input(3, N);
+    let want: f64 = x.iter().map(|&v| v as f64).sum();
+    let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
+    let dx = dev(&gpu, &x);
+    let mut out = dev(&gpu, &[0.0]);
+    gpu_kernels::reduce_sum::launch(&gpu, stride_cfg(), &dx, &mut out).unwrap();
+    let got = read_dev(&gpu, &out)[0] as f64;
+    assert!((got - want).abs() / scale <= 1e-5, "device: {got} vs {want}");
+    let mx = managed(&gpu, &x);
+    let mut mout = managed(&gpu, &[0.0]);
+    gpu_kernels::reduce_sum::launch(&gpu, stride_cfg(), &mx, &mut mout).unwrap();
+    let got = read_managed(&gpu, &mout)[0] as f64;
+    assert!((got - want).abs() / scale <= 1e-5, "managed: {got} vs {want}");
+}
+
+macro_rules! copy_test {
+    ($name:ident, $kernel:ident) => {
+        #[test]
+        #[ignore = "needs a CUDA GPU"]
+        fn $name() {
+            let gpu = gpu();
+            let x = input(4, N);
+            let poison = vec![f32::NAN; N];
+            let dx = dev(&gpu, &x);
+            let mut dy = dev(&gpu, &poison);
+            gpu_kernels::$kernel::launch(&gpu, stride_cfg(), &dx, &mut dy).unwrap();
+            let got = read_dev(&gpu, &dy);
+            assert!(got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()), "device");
+            let mx = managed(&gpu, &x);
+            let mut my = managed(&gpu, &poison);
+            gpu_kernels::$kernel::launch(&gpu, stride_cfg(), &mx, &mut my).unwrap();
+            let got = read_managed(&gpu, &my);
+            assert!(got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()), "managed");
+        }
+    };
+}
+
+copy_test!(copy_prefetch_l2_matches_cpu, copy_prefetch_l2);
+copy_test!(copy_prefetch_l2_evict_last_matches_cpu, copy_prefetch_l2_evict_last);
+copy_test!(copy_prefetch_bulk_matches_cpu, copy_prefetch_bulk);
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn launcher_refuses_bad_lengths_and_shapes_before_launching() {
+    let gpu = gpu();
+    let dx = dev(&gpu, &input(5, 100));
+    let mut dy = dev(&gpu, &input(6, 99));
+    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy).unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { kernel: "saxpy", .. }), "{e}");
+    let mut empty = dev(&gpu, &[]);
+    let e = gpu_kernels::reduce_sum::launch(&gpu, LaunchConfig::for_len(100, 128), &dx, &mut empty).unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { kernel: "reduce_sum", .. }), "{e}");
+    let mut dy = dev(&gpu, &input(6, 100));
+    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 2048), 1.0, &dx, &mut dy).unwrap_err();
+    assert!(matches!(e, Error::InvalidLaunch { kernel: "saxpy", .. }), "{e}");
+    // And a good launch through a plain cudarc stream works too.
+    let stream = gpu.stream().clone();
+    gpu_kernels::saxpy::launch(&stream, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy).unwrap();
+    gpu.synchronize().unwrap();
+}

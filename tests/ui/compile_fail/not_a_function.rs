@@ -1,0 +1,6 @@
+use lookahead_device::kernel;
+
+#[kernel]
+pub struct K;
+
+fn main() {}
