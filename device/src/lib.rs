@@ -14,10 +14,7 @@
 //! ...) are plain Rust and work everywhere; every instruction wrapper panics with
 //! "runs only on the GPU" if a host program actually calls it.
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(asm_experimental_arch, stdarch_nvptx)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![warn(missing_docs)]
 
 /// Evaluates `$gpu` on the GPU; on the host, marks `$used` as used and panics when called.
@@ -39,8 +36,8 @@ pub mod index;
 #[cfg(target_arch = "nvptx64")]
 mod panic;
 pub mod prefetch;
-pub mod shared;
 pub mod requests;
+pub mod shared;
 pub mod sync;
 pub mod view;
 pub mod warp;

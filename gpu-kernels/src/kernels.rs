@@ -1,8 +1,8 @@
 //! The kernels. Each `#[kernel]` is a PTX `.entry` on the GPU and a module with a typed
 //! `launch` on the host (`gpu_kernels::saxpy::launch(&gpu, cfg, a, &x, &mut y)`).
 
-use lookahead_device::prelude::*;
 use lookahead_device::kernel;
+use lookahead_device::prelude::*;
 
 /// `y[i] = a * x[i] + y[i]`, one element per thread.
 #[kernel(same_len(x, y))]

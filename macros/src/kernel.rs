@@ -17,21 +17,34 @@ struct Options {
 }
 
 fn parse_options(attr: TokenStream) -> syn::Result<Options> {
-    let mut o = Options { same_len: Vec::new(), min_len: Vec::new(), ptx: None };
+    let mut o = Options {
+        same_len: Vec::new(),
+        min_len: Vec::new(),
+        ptx: None,
+    };
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(attr)?;
     let known = "known #[kernel] options: `same_len(a, b, ...)`, `min_len(a = N)`, `ptx = path`";
     for meta in metas {
-        let key = meta.path().get_ident().map(|i| i.to_string()).unwrap_or_default();
+        let key = meta
+            .path()
+            .get_ident()
+            .map(|i| i.to_string())
+            .unwrap_or_default();
         match (key.as_str(), &meta) {
             ("same_len", Meta::List(l)) => {
-                let ids = Punctuated::<Ident, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
+                let ids =
+                    Punctuated::<Ident, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
                 if ids.len() < 2 {
-                    return Err(syn::Error::new(l.span(), "`same_len` needs at least two slice parameters"));
+                    return Err(syn::Error::new(
+                        l.span(),
+                        "`same_len` needs at least two slice parameters",
+                    ));
                 }
                 o.same_len.push(ids.into_iter().collect());
             }
             ("min_len", Meta::List(l)) => {
-                let pairs = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
+                let pairs = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated
+                    .parse2(l.tokens.clone())?;
                 for p in pairs {
                     let id = p.path.get_ident().cloned().ok_or_else(|| {
                         syn::Error::new(p.path.span(), "write `min_len(param = N)`")
@@ -41,12 +54,20 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
             }
             ("ptx", Meta::NameValue(nv)) => match &nv.value {
                 Expr::Path(p) => o.ptx = Some(p.path.clone()),
-                other => return Err(syn::Error::new(other.span(), "`ptx` takes a path, e.g. `ptx = crate::PTX`")),
+                other => {
+                    return Err(syn::Error::new(
+                        other.span(),
+                        "`ptx` takes a path, e.g. `ptx = crate::PTX`",
+                    ))
+                }
             },
             _ => {
                 return Err(syn::Error::new(
                     meta.span(),
-                    format!("unknown or malformed #[kernel] option `{}`; {known}", quote!(#meta).to_string().replace(' ', "")),
+                    format!(
+                        "unknown or malformed #[kernel] option `{}`; {known}",
+                        quote!(#meta).to_string().replace(' ', "")
+                    ),
                 ))
             }
         }
@@ -57,10 +78,17 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
 /// Checks common to kernels and device functions; `kernel` adds the kernel-only ones.
 fn check_signature(f: &ItemFn, kernel: bool) -> Vec<syn::Error> {
     let mut errs = Vec::new();
-    let what = if kernel { "a #[kernel]" } else { "a #[device_fn]" };
+    let what = if kernel {
+        "a #[kernel]"
+    } else {
+        "a #[device_fn]"
+    };
     let sig = &f.sig;
     if let Some(a) = &sig.asyncness {
-        errs.push(syn::Error::new(a.span(), format!("{what} cannot be `async`: GPU code has no executor; remove `async`")));
+        errs.push(syn::Error::new(
+            a.span(),
+            format!("{what} cannot be `async`: GPU code has no executor; remove `async`"),
+        ));
     }
     if kernel {
         if let Some(c) = &sig.constness {
@@ -88,7 +116,10 @@ fn check_signature(f: &ItemFn, kernel: bool) -> Vec<syn::Error> {
             errs.push(syn::Error::new(v.span(), "a #[kernel] cannot be variadic"));
         }
         for a in &f.attrs {
-            if a.path().is_ident("no_mangle") || a.path().is_ident("export_name") || a.path().is_ident("unsafe") {
+            if a.path().is_ident("no_mangle")
+                || a.path().is_ident("export_name")
+                || a.path().is_ident("unsafe")
+            {
                 errs.push(syn::Error::new(
                     a.span(),
                     "do not write #[no_mangle]/#[export_name] on a #[kernel]: the macro exports it under its own name",
@@ -116,9 +147,8 @@ pub fn expand_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    let mut f: ItemFn = syn::parse2(item).map_err(|e| {
-        syn::Error::new(e.span(), format!("#[kernel] goes on a function: {e}"))
-    })?;
+    let mut f: ItemFn = syn::parse2(item)
+        .map_err(|e| syn::Error::new(e.span(), format!("#[kernel] goes on a function: {e}")))?;
     let opts = parse_options(attr);
     let mut errs = check_signature(&f, true);
     let opts = match opts {
@@ -140,13 +170,19 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
         for group in &o.same_len {
             for id in group {
                 if !slice(id) {
-                    errs.push(syn::Error::new(id.span(), format!("`same_len`: `{id}` is not a slice parameter of this kernel")));
+                    errs.push(syn::Error::new(
+                        id.span(),
+                        format!("`same_len`: `{id}` is not a slice parameter of this kernel"),
+                    ));
                 }
             }
         }
         for (id, _) in &o.min_len {
             if !slice(id) {
-                errs.push(syn::Error::new(id.span(), format!("`min_len`: `{id}` is not a slice parameter of this kernel")));
+                errs.push(syn::Error::new(
+                    id.span(),
+                    format!("`min_len`: `{id}` is not a slice parameter of this kernel"),
+                ));
             }
         }
     }
@@ -154,15 +190,27 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
     if let Some(e) = combine(errs) {
         return Err(e);
     }
-    let opts = opts.unwrap_or(Options { same_len: vec![], min_len: vec![], ptx: None });
+    let opts = opts.unwrap_or(Options {
+        same_len: vec![],
+        min_len: vec![],
+        ptx: None,
+    });
 
     let name = &f.sig.ident;
     let name_str = name.to_string();
     let vis = &f.vis;
     let body_fn = format_ident!("__lookahead_kernel_body_{}", name);
     let export_marker = format_ident!("__lookahead_kernel_export_name_{}", name);
-    let docs: Vec<_> = f.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
-    let other_attrs: Vec<_> = f.attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
+    let docs: Vec<_> = f
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .collect();
+    let other_attrs: Vec<_> = f
+        .attrs
+        .iter()
+        .filter(|a| !a.path().is_ident("doc"))
+        .collect();
     let unsafety = &f.sig.unsafety;
     let inputs = &f.sig.inputs;
     let block = &f.block;
@@ -272,7 +320,8 @@ pub fn expand_device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut f: ItemFn = match syn::parse2(item) {
         Ok(f) => f,
         Err(e) => {
-            return syn::Error::new(e.span(), format!("#[device_fn] goes on a function: {e}")).to_compile_error()
+            return syn::Error::new(e.span(), format!("#[device_fn] goes on a function: {e}"))
+                .to_compile_error()
         }
     };
     let mut errs = check_signature(&f, false);
@@ -286,7 +335,9 @@ pub fn expand_device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[allow(dead_code)]
 fn lit_usize(e: &Expr) -> Option<usize> {
     match e {
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse().ok(),
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_parse().ok(),
         _ => None,
     }
 }

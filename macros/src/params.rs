@@ -26,9 +26,17 @@ pub enum Kind {
     /// `RequestQueue` (`lookahead_device::requests`), passed by value.
     Queue,
     /// `&[T]` (`mutable` false) or `&mut [T]`.
-    Slice { mutable: bool, elem: Type },
+    Slice {
+        mutable: bool,
+        elem: Type,
+    },
     /// `DeviceSlice<T>` & co.
-    View { mutable: bool, mem: ViewKind, name: Ident, elem: Type },
+    View {
+        mutable: bool,
+        mem: ViewKind,
+        name: Ident,
+        elem: Type,
+    },
 }
 
 pub struct Param {
@@ -50,7 +58,10 @@ fn is_scalar(ty: &Type) -> bool {
 }
 
 fn err(span: Span, name: &str, what: &str) -> syn::Error {
-    syn::Error::new(span, format!("kernel parameter `{name}` {what}; {ACCEPTED}"))
+    syn::Error::new(
+        span,
+        format!("kernel parameter `{name}` {what}; {ACCEPTED}"),
+    )
 }
 
 fn element(name: &str, elem: &Type, outer: &str) -> syn::Result<Type> {
@@ -229,7 +240,9 @@ impl Param {
             Kind::Slice { mutable: true, .. } => {
                 quote!(::lookahead_device::view::slice_from_raw_mut(#p, #l))
             }
-            Kind::View { name: view, elem, .. } => {
+            Kind::View {
+                name: view, elem, ..
+            } => {
                 quote!(::lookahead_device::view::#view::<#elem>::from_raw_parts(#p, #l))
             }
         }
@@ -250,13 +263,21 @@ impl Param {
                 quote!(#name: #ty)
             }
             Kind::Queue => quote!(#name: ::lookahead_device::requests::RequestQueue),
-            Kind::Slice { mutable: false, elem } => {
+            Kind::Slice {
+                mutable: false,
+                elem,
+            } => {
                 quote_spanned!(span=> #name: &(impl #l::KernelSlice<#elem> + ?Sized))
             }
-            Kind::Slice { mutable: true, elem } => {
+            Kind::Slice {
+                mutable: true,
+                elem,
+            } => {
                 quote_spanned!(span=> #name: &mut (impl #l::KernelSliceMut<#elem> + ?Sized))
             }
-            Kind::View { mutable, mem, elem, .. } => {
+            Kind::View {
+                mutable, mem, elem, ..
+            } => {
                 let marker = match mem {
                     ViewKind::Device => quote!(#l::DeviceMemory),
                     ViewKind::Managed => quote!(#l::ManagedMemory),

@@ -44,14 +44,23 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
     };
     let metas = match &attr.meta {
         Meta::Path(_) => Punctuated::new(),
-        Meta::List(l) => Punctuated::<Meta, Token![,]>::parse_terminated.parse2(l.tokens.clone())?,
+        Meta::List(l) => {
+            Punctuated::<Meta, Token![,]>::parse_terminated.parse2(l.tokens.clone())?
+        }
         Meta::NameValue(nv) => {
-            return Err(syn::Error::new(nv.span(), "write `#[prefetch_next(distance = N, level = ...)]`"))
+            return Err(syn::Error::new(
+                nv.span(),
+                "write `#[prefetch_next(distance = N, level = ...)]`",
+            ))
         }
     };
     let mut seen: Vec<String> = Vec::new();
     for meta in metas {
-        let key = meta.path().get_ident().map(|i| i.to_string()).unwrap_or_default();
+        let key = meta
+            .path()
+            .get_ident()
+            .map(|i| i.to_string())
+            .unwrap_or_default();
         if seen.contains(&key) {
             return Err(syn::Error::new(meta.span(), format!("`{key}` given twice")));
         }
@@ -138,7 +147,9 @@ struct Rewriter {
 fn is_prefetch_attr(a: &Attribute) -> bool {
     let p = a.path();
     p.is_ident("prefetch_next")
-        || p.segments.last().is_some_and(|s| s.ident == "prefetch_next")
+        || p.segments
+            .last()
+            .is_some_and(|s| s.ident == "prefetch_next")
 }
 
 impl VisitMut for Rewriter {
@@ -151,7 +162,10 @@ impl VisitMut for Rewriter {
             };
             let attr = f.attrs.remove(pos);
             if let Some(again) = f.attrs.iter().find(|a| is_prefetch_attr(a)) {
-                self.errors.push(syn::Error::new(again.span(), "only one #[prefetch_next] per loop"));
+                self.errors.push(syn::Error::new(
+                    again.span(),
+                    "only one #[prefetch_next] per loop",
+                ));
                 return;
             }
             match parse_options(&attr).and_then(|o| rewrite_loop(f, &o, attr.span())) {
@@ -172,7 +186,10 @@ impl VisitMut for Rewriter {
         match s {
             syn::Stmt::Local(l) => {
                 if let Some(a) = l.attrs.iter().find(|a| is_prefetch_attr(a)) {
-                    self.errors.push(syn::Error::new(a.span(), format!("#[prefetch_next] goes on a `for` loop, not a `let`; {FORMS}")));
+                    self.errors.push(syn::Error::new(
+                        a.span(),
+                        format!("#[prefetch_next] goes on a `for` loop, not a `let`; {FORMS}"),
+                    ));
                 }
             }
             syn::Stmt::Item(_) => return, // nested items are not part of this function
@@ -279,10 +296,12 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
     // Integer ranges, optionally `.step_by(s)`.
     let (range, step) = match iter {
         Expr::Range(r) => (Some(r), None),
-        Expr::MethodCall(mc) if mc.method == "step_by" && mc.args.len() == 1 => match strip(&mc.receiver) {
-            Expr::Range(r) => (Some(r), Some(mc.args[0].clone())),
-            _ => (None, None),
-        },
+        Expr::MethodCall(mc) if mc.method == "step_by" && mc.args.len() == 1 => {
+            match strip(&mc.receiver) {
+                Expr::Range(r) => (Some(r), Some(mc.args[0].clone())),
+                _ => (None, None),
+            }
+        }
         _ => (None, None),
     };
     if let Some(r) = range {
@@ -292,11 +311,17 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
         let var = match &**pat {
             Pat::Ident(pi) if pi.subpat.is_none() => pi.ident.clone(),
             other => {
-                return Err(syn::Error::new(other.span(), "#[prefetch_next] on a range needs a plain loop variable (`for i in ...`)"))
+                return Err(syn::Error::new(
+                    other.span(),
+                    "#[prefetch_next] on a range needs a plain loop variable (`for i in ...`)",
+                ))
             }
         };
         let targets = if o.of.is_empty() {
-            let mut finder = IndexFinder { var: &var, found: Vec::new() };
+            let mut finder = IndexFinder {
+                var: &var,
+                found: Vec::new(),
+            };
             finder.visit_block(body);
             finder.found
         } else {
@@ -330,9 +355,9 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
             ),
             None => (quote!(let #step_id: usize = 1;), quote!(#range_expr)),
         };
-        let prefetches = targets.iter().map(|t| {
-            quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
-        });
+        let prefetches = targets
+            .iter()
+            .map(|t| quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);));
         return Ok(syn::parse_quote_spanned! {f.span()=> {
             #guard
             let #start_id = #start;
@@ -357,8 +382,10 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
         let method = mc.method.to_string();
         let recv = &mc.receiver;
         let by_elem = matches!(method.as_str(), "iter" | "iter_mut") && mc.args.is_empty();
-        let by_chunk = matches!(method.as_str(), "chunks" | "chunks_mut" | "chunks_exact" | "chunks_exact_mut")
-            && mc.args.len() == 1;
+        let by_chunk = matches!(
+            method.as_str(),
+            "chunks" | "chunks_mut" | "chunks_exact" | "chunks_exact_mut"
+        ) && mc.args.len() == 1;
         if by_elem || by_chunk {
             if !is_place(recv) {
                 return Err(syn::Error::new(

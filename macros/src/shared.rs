@@ -17,11 +17,16 @@ impl Parse for Input {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let ty: Type = input.parse()?;
         input.parse::<Token![;]>().map_err(|e| {
-            syn::Error::new(e.span(), "expected `shared_array!(T; N)`, for example `shared_array!(f32; 256)`")
+            syn::Error::new(
+                e.span(),
+                "expected `shared_array!(T; N)`, for example `shared_array!(f32; 256)`",
+            )
         })?;
         let len: Expr = input.parse()?;
         if !input.is_empty() {
-            return Err(input.error("unexpected tokens after the length; write `shared_array!(T; N)`"));
+            return Err(
+                input.error("unexpected tokens after the length; write `shared_array!(T; N)`")
+            );
         }
         Ok(Input { ty, len })
     }

@@ -85,12 +85,18 @@ fn reduce_sum_matches_cpu_on_device_and_managed_memory() {
     let mut out = dev(&gpu, &[0.0]);
     gpu_kernels::reduce_sum::launch(&gpu, stride_cfg(), &dx, &mut out).unwrap();
     let got = read_dev(&gpu, &out)[0] as f64;
-    assert!((got - want).abs() / scale <= 1e-5, "device: {got} vs {want}");
+    assert!(
+        (got - want).abs() / scale <= 1e-5,
+        "device: {got} vs {want}"
+    );
     let mx = managed(&gpu, &x);
     let mut mout = managed(&gpu, &[0.0]);
     gpu_kernels::reduce_sum::launch(&gpu, stride_cfg(), &mx, &mut mout).unwrap();
     let got = read_managed(&gpu, &mout)[0] as f64;
-    assert!((got - want).abs() / scale <= 1e-5, "managed: {got} vs {want}");
+    assert!(
+        (got - want).abs() / scale <= 1e-5,
+        "managed: {got} vs {want}"
+    );
 }
 
 macro_rules! copy_test {
@@ -105,18 +111,27 @@ macro_rules! copy_test {
             let mut dy = dev(&gpu, &poison);
             gpu_kernels::$kernel::launch(&gpu, stride_cfg(), &dx, &mut dy).unwrap();
             let got = read_dev(&gpu, &dy);
-            assert!(got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()), "device");
+            assert!(
+                got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()),
+                "device"
+            );
             let mx = managed(&gpu, &x);
             let mut my = managed(&gpu, &poison);
             gpu_kernels::$kernel::launch(&gpu, stride_cfg(), &mx, &mut my).unwrap();
             let got = read_managed(&gpu, &my);
-            assert!(got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()), "managed");
+            assert!(
+                got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()),
+                "managed"
+            );
         }
     };
 }
 
 copy_test!(copy_prefetch_l2_matches_cpu, copy_prefetch_l2);
-copy_test!(copy_prefetch_l2_evict_last_matches_cpu, copy_prefetch_l2_evict_last);
+copy_test!(
+    copy_prefetch_l2_evict_last_matches_cpu,
+    copy_prefetch_l2_evict_last
+);
 copy_test!(copy_prefetch_bulk_matches_cpu, copy_prefetch_bulk);
 
 #[test]
@@ -125,16 +140,47 @@ fn launcher_refuses_bad_lengths_and_shapes_before_launching() {
     let gpu = gpu();
     let dx = dev(&gpu, &input(5, 100));
     let mut dy = dev(&gpu, &input(6, 99));
-    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy).unwrap_err();
-    assert!(matches!(e, Error::LengthMismatch { kernel: "saxpy", .. }), "{e}");
+    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                kernel: "saxpy",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let mut empty = dev(&gpu, &[]);
-    let e = gpu_kernels::reduce_sum::launch(&gpu, LaunchConfig::for_len(100, 128), &dx, &mut empty).unwrap_err();
-    assert!(matches!(e, Error::LengthMismatch { kernel: "reduce_sum", .. }), "{e}");
+    let e = gpu_kernels::reduce_sum::launch(&gpu, LaunchConfig::for_len(100, 128), &dx, &mut empty)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                kernel: "reduce_sum",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let mut dy = dev(&gpu, &input(6, 100));
-    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 2048), 1.0, &dx, &mut dy).unwrap_err();
-    assert!(matches!(e, Error::InvalidLaunch { kernel: "saxpy", .. }), "{e}");
+    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 2048), 1.0, &dx, &mut dy)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidLaunch {
+                kernel: "saxpy",
+                ..
+            }
+        ),
+        "{e}"
+    );
     // And a good launch through a plain cudarc stream works too.
     let stream = gpu.stream().clone();
-    gpu_kernels::saxpy::launch(&stream, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy).unwrap();
+    gpu_kernels::saxpy::launch(&stream, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy)
+        .unwrap();
     gpu.synchronize().unwrap();
 }

@@ -32,9 +32,16 @@ fn every_test_kernel_is_an_entry_and_nothing_is_unresolved() {
         let text = module(cc);
         let entries = ptx::entries(text);
         for k in ptx_kernels::KERNELS {
-            assert!(entries.iter().any(|e| e == k), "sm_{cc} lacks {k}: {entries:?}");
+            assert!(
+                entries.iter().any(|e| e == k),
+                "sm_{cc} lacks {k}: {entries:?}"
+            );
         }
-        assert_eq!(entries.iter().any(|e| e == "pf_bulk_sm90"), cc >= 90, "sm_{cc}");
+        assert_eq!(
+            entries.iter().any(|e| e == "pf_bulk_sm90"),
+            cc >= 90,
+            "sm_{cc}"
+        );
         assert!(ptx::unresolved_functions(text).is_empty(), "sm_{cc}");
     }
 }
@@ -56,11 +63,26 @@ fn lowered_parameters_are_pointer_and_length_pairs() {
 #[test]
 fn range_loops_prefetch_inside_the_loop_at_the_requested_level() {
     for cc in ARCHS {
-        assert!(in_loop(cc, "pf_range_l1", "prefetch.global.L1 ["), "sm_{cc}");
-        assert!(!body(cc, "pf_range_l1").contains("prefetch.global.L2"), "sm_{cc}");
-        assert!(in_loop(cc, "pf_range_l2", "prefetch.global.L2 ["), "sm_{cc}");
-        assert!(in_loop(cc, "pf_range_inclusive", "prefetch.global.L2 ["), "sm_{cc}");
-        assert!(in_loop(cc, "pf_grid_stride", "prefetch.global.L2 ["), "sm_{cc}");
+        assert!(
+            in_loop(cc, "pf_range_l1", "prefetch.global.L1 ["),
+            "sm_{cc}"
+        );
+        assert!(
+            !body(cc, "pf_range_l1").contains("prefetch.global.L2"),
+            "sm_{cc}"
+        );
+        assert!(
+            in_loop(cc, "pf_range_l2", "prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
+        assert!(
+            in_loop(cc, "pf_range_inclusive", "prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
+        assert!(
+            in_loop(cc, "pf_grid_stride", "prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
     }
 }
 
@@ -71,8 +93,13 @@ fn prefetch_is_bounded_by_the_loop_end() {
         let b = body(cc, "pf_range_l2");
         let at = b.find("prefetch.global.L2 [").unwrap();
         let before = &b[..at];
-        let header = before.rfind("Loop Header").expect("prefetch outside any loop");
-        assert!(before[header..].contains("setp."), "sm_{cc}: unguarded prefetch");
+        let header = before
+            .rfind("Loop Header")
+            .expect("prefetch outside any loop");
+        assert!(
+            before[header..].contains("setp."),
+            "sm_{cc}: unguarded prefetch"
+        );
     }
 }
 
@@ -80,10 +107,16 @@ fn prefetch_is_bounded_by_the_loop_end() {
 fn evict_last_and_evict_normal_only_from_sm_80_with_portable_fallback() {
     for (kernel, insn) in [
         ("pf_evict_last_portable", "prefetch.global.L2::evict_last ["),
-        ("pf_evict_normal_portable", "prefetch.global.L2::evict_normal ["),
+        (
+            "pf_evict_normal_portable",
+            "prefetch.global.L2::evict_normal [",
+        ),
     ] {
         assert!(!body(70, kernel).contains("::evict_"), "sm_70 {kernel}");
-        assert!(in_loop(70, kernel, "prefetch.global.L2 ["), "sm_70 falls back");
+        assert!(
+            in_loop(70, kernel, "prefetch.global.L2 ["),
+            "sm_70 falls back"
+        );
         for cc in [80, 90] {
             assert!(in_loop(cc, kernel, insn), "sm_{cc} {kernel}");
         }
@@ -94,9 +127,18 @@ fn evict_last_and_evict_normal_only_from_sm_80_with_portable_fallback() {
 fn iterator_loops_prefetch_inside_the_loop() {
     for cc in ARCHS {
         assert!(in_loop(cc, "pf_iter", "prefetch.global.L2 ["), "sm_{cc}");
-        assert!(in_loop(cc, "pf_iter_mut", "prefetch.global.L1 ["), "sm_{cc}");
-        assert!(in_loop(cc, "pf_device_fn", "prefetch.global.L2 ["), "sm_{cc}: #[device_fn]");
-        assert!(in_loop(cc, "pf_chunks_l2", "prefetch.global.L2 ["), "sm_{cc}");
+        assert!(
+            in_loop(cc, "pf_iter_mut", "prefetch.global.L1 ["),
+            "sm_{cc}"
+        );
+        assert!(
+            in_loop(cc, "pf_device_fn", "prefetch.global.L2 ["),
+            "sm_{cc}: #[device_fn]"
+        );
+        assert!(
+            in_loop(cc, "pf_chunks_l2", "prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
     }
 }
 
@@ -104,10 +146,17 @@ fn iterator_loops_prefetch_inside_the_loop() {
 fn bulk_chunks_use_the_bulk_engine_on_sm_90_only() {
     let k = "pf_chunks_bulk_portable";
     assert!(in_loop(90, k, "cp.async.bulk.prefetch.L2.global ["));
-    assert!(in_loop(90, "pf_bulk_sm90", "cp.async.bulk.prefetch.L2.global ["));
+    assert!(in_loop(
+        90,
+        "pf_bulk_sm90",
+        "cp.async.bulk.prefetch.L2.global ["
+    ));
     for cc in [70, 80] {
         assert!(!module(cc).contains("cp.async.bulk"), "sm_{cc}");
-        assert!(in_loop(cc, k, "prefetch.global.L2 ["), "sm_{cc} falls back per line");
+        assert!(
+            in_loop(cc, k, "prefetch.global.L2 ["),
+            "sm_{cc} falls back per line"
+        );
     }
 }
 
@@ -116,7 +165,10 @@ fn managed_memory_gets_the_l2_prefetch_whatever_the_level() {
     for cc in ARCHS {
         let b = body(cc, "pf_managed_bulk");
         assert!(!b.contains("cp.async.bulk"), "sm_{cc}");
-        assert!(in_loop(cc, "pf_managed_bulk", "prefetch.global.L2 ["), "sm_{cc}");
+        assert!(
+            in_loop(cc, "pf_managed_bulk", "prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
     }
 }
 
@@ -127,10 +179,26 @@ fn direct_prefetch_intrinsics_by_architecture() {
         let b = body(cc, k);
         assert!(b.contains("prefetch.global.L1 ["), "sm_{cc}");
         assert!(b.contains("prefetch.global.L2 ["), "sm_{cc}");
-        assert_eq!(b.contains("prefetch.global.L2::evict_last ["), cc >= 80, "sm_{cc}");
-        assert_eq!(b.contains("prefetch.global.L2::evict_normal ["), cc >= 80, "sm_{cc}");
-        assert_eq!(b.contains("applypriority.global.L2::evict_normal"), cc >= 80, "sm_{cc}");
-        assert_eq!(b.contains("cp.async.bulk.prefetch.L2.global"), cc >= 90, "sm_{cc}");
+        assert_eq!(
+            b.contains("prefetch.global.L2::evict_last ["),
+            cc >= 80,
+            "sm_{cc}"
+        );
+        assert_eq!(
+            b.contains("prefetch.global.L2::evict_normal ["),
+            cc >= 80,
+            "sm_{cc}"
+        );
+        assert_eq!(
+            b.contains("applypriority.global.L2::evict_normal"),
+            cc >= 80,
+            "sm_{cc}"
+        );
+        assert_eq!(
+            b.contains("cp.async.bulk.prefetch.L2.global"),
+            cc >= 90,
+            "sm_{cc}"
+        );
     }
 }
 
@@ -170,11 +238,22 @@ fn indices_atomics_warp_sync_and_shared_memory() {
             assert!(b.contains(insn), "sm_{cc}: {insn}");
         }
         let b = body(cc, "intr_sync");
-        for insn in ["bar.sync", "fence.acq_rel.cta", "fence.acq_rel.gpu", "fence.acq_rel.sys", "nanosleep.u32"] {
+        for insn in [
+            "bar.sync",
+            "fence.acq_rel.cta",
+            "fence.acq_rel.gpu",
+            "fence.acq_rel.sys",
+            "nanosleep.u32",
+        ] {
             assert!(b.contains(insn), "sm_{cc}: {insn}");
         }
         let text = module(cc);
-        assert_eq!(text.matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_").count(), 2, "sm_{cc}");
+        assert_eq!(
+            text.matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
+                .count(),
+            2,
+            "sm_{cc}"
+        );
         let b = body(cc, "intr_shared");
         assert!(b.contains("cvta.shared.u64"), "sm_{cc}");
         assert!(b.contains("bar.sync"), "sm_{cc}");
@@ -204,7 +283,8 @@ fn ptxas_accepts_every_test_module() {
     for (cc, text) in PTX {
         let file = dir.join(format!("ptx_kernels.sm_{cc}.ptx"));
         std::fs::write(&file, text).unwrap();
-        ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}")).unwrap_or_else(|e| panic!("{e}"));
+        ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}"))
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     std::fs::remove_dir_all(&dir).ok();
 }

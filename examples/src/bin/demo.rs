@@ -146,8 +146,12 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
         let mut dy = Buffer::new(gpu, managed, &y)?;
         let cfg = LaunchConfig::for_len(n, gpu_kernels::BLOCK_SIZE);
         match (&dx, &mut dy) {
-            (Buffer::Device(dx), Buffer::Device(dy)) => gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy),
-            (Buffer::Managed(dx), Buffer::Managed(dy)) => gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy),
+            (Buffer::Device(dx), Buffer::Device(dy)) => {
+                gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy)
+            }
+            (Buffer::Managed(dx), Buffer::Managed(dy)) => {
+                gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy)
+            }
             _ => unreachable!("both buffers have the same kind"),
         }?;
         gpu.synchronize()?;
@@ -163,10 +167,15 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
 
         // reduction with atomics
         let mut out = Buffer::new(gpu, managed, &[0.0f32])?;
-        let cfg = LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, gpu_kernels::BLOCK_SIZE * 4);
+        let cfg =
+            LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, gpu_kernels::BLOCK_SIZE * 4);
         match (&dx, &mut out) {
-            (Buffer::Device(dx), Buffer::Device(o)) => gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o),
-            (Buffer::Managed(dx), Buffer::Managed(o)) => gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o),
+            (Buffer::Device(dx), Buffer::Device(o)) => {
+                gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o)
+            }
+            (Buffer::Managed(dx), Buffer::Managed(o)) => {
+                gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o)
+            }
             _ => unreachable!("both buffers have the same kind"),
         }?;
         gpu.synchronize()?;
@@ -183,28 +192,56 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
         // prefetching copies: y is poisoned with NaN first, so an unwritten element fails.
         type Copy = fn(&Gpu, LaunchConfig, &Buffer, &mut Buffer) -> Result<(), Error>;
         let copies: [(&str, Copy, LaunchConfig); 3] = [
-            ("copy_prefetch_l2", |g, c, x, y| match (x, y) {
-                (Buffer::Device(x), Buffer::Device(y)) => gpu_kernels::copy_prefetch_l2::launch(g, c, x, y),
-                (Buffer::Managed(x), Buffer::Managed(y)) => gpu_kernels::copy_prefetch_l2::launch(g, c, x, y),
-                _ => unreachable!("both buffers have the same kind"),
-            }, LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024)),
-            ("copy_prefetch_l2_evict_last", |g, c, x, y| match (x, y) {
-                (Buffer::Device(x), Buffer::Device(y)) => gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y),
-                (Buffer::Managed(x), Buffer::Managed(y)) => gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y),
-                _ => unreachable!("both buffers have the same kind"),
-            }, LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024)),
-            ("copy_prefetch_bulk", |g, c, x, y| match (x, y) {
-                (Buffer::Device(x), Buffer::Device(y)) => gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y),
-                (Buffer::Managed(x), Buffer::Managed(y)) => gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y),
-                _ => unreachable!("both buffers have the same kind"),
-            }, LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 264)),
+            (
+                "copy_prefetch_l2",
+                |g, c, x, y| match (x, y) {
+                    (Buffer::Device(x), Buffer::Device(y)) => {
+                        gpu_kernels::copy_prefetch_l2::launch(g, c, x, y)
+                    }
+                    (Buffer::Managed(x), Buffer::Managed(y)) => {
+                        gpu_kernels::copy_prefetch_l2::launch(g, c, x, y)
+                    }
+                    _ => unreachable!("both buffers have the same kind"),
+                },
+                LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024),
+            ),
+            (
+                "copy_prefetch_l2_evict_last",
+                |g, c, x, y| match (x, y) {
+                    (Buffer::Device(x), Buffer::Device(y)) => {
+                        gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y)
+                    }
+                    (Buffer::Managed(x), Buffer::Managed(y)) => {
+                        gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y)
+                    }
+                    _ => unreachable!("both buffers have the same kind"),
+                },
+                LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024),
+            ),
+            (
+                "copy_prefetch_bulk",
+                |g, c, x, y| match (x, y) {
+                    (Buffer::Device(x), Buffer::Device(y)) => {
+                        gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y)
+                    }
+                    (Buffer::Managed(x), Buffer::Managed(y)) => {
+                        gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y)
+                    }
+                    _ => unreachable!("both buffers have the same kind"),
+                },
+                LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 264),
+            ),
         ];
         for (kernel, launch, cfg) in copies {
             let mut dy = Buffer::new(gpu, managed, &vec![f32::NAN; n])?;
             launch(gpu, cfg, &dx, &mut dy)?;
             gpu.synchronize()?;
             let got = dy.read(gpu.stream())?;
-            let wrong = got.iter().zip(&x).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
+            let wrong = got
+                .iter()
+                .zip(&x)
+                .filter(|(g, w)| g.to_bits() != w.to_bits())
+                .count();
             checks.push(Check {
                 name: format!("{kernel} on {memory} memory"),
                 ok: wrong == 0,
