@@ -30,7 +30,10 @@ pub struct UvmKernels {
     sms: u32,
 }
 
-fn launched(call: &'static str, r: std::result::Result<(), cudarc::driver::DriverError>) -> Result<()> {
+fn launched(
+    call: &'static str,
+    r: std::result::Result<(), cudarc::driver::DriverError>,
+) -> Result<()> {
     r.map_err(|source| Error::Driver { call, source })
 }
 
@@ -51,34 +54,70 @@ impl UvmKernels {
     }
 
     /// Reads one byte every `stride` bytes of `[ptr, ptr + bytes)`; adds them into `sink`.
-    pub fn touch_pages(&self, stream: &Arc<CudaStream>, ptr: u64, bytes: u64, stride: u64, sink: u64) -> Result<()> {
+    pub fn touch_pages(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptr: u64,
+        bytes: u64,
+        stride: u64,
+        sink: u64,
+    ) -> Result<()> {
         let f = self.module.function("touch_pages")?;
         let mut l = stream.launch_builder(&f);
         l.arg(&ptr).arg(&bytes).arg(&stride).arg(&sink);
         // SAFETY: (u8*, u64, u64, u32*) as declared; the caller passes a readable range.
-        launched("touch_pages", unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()))
+        launched(
+            "touch_pages",
+            unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()),
+        )
     }
 
     /// Streams `words` 32-bit words from `ptr` (16-byte aligned, multiple of 4 words).
-    pub fn read_words(&self, stream: &Arc<CudaStream>, ptr: u64, words: u64, sink: u64) -> Result<()> {
+    pub fn read_words(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptr: u64,
+        words: u64,
+        sink: u64,
+    ) -> Result<()> {
         let f = self.module.function("read_words")?;
         let mut l = stream.launch_builder(&f);
         l.arg(&ptr).arg(&words).arg(&sink);
         // SAFETY: as declared in kernels/src/lib.rs.
-        launched("read_words", unsafe { l.launch(self.grid(8, 256)) }.map(|_| ()))
+        launched(
+            "read_words",
+            unsafe { l.launch(self.grid(8, 256)) }.map(|_| ()),
+        )
     }
 
     /// Issues one `prefetch.global.L2` every `stride` bytes of the range.
-    pub fn prefetch_sweep(&self, stream: &Arc<CudaStream>, ptr: u64, bytes: u64, stride: u64) -> Result<()> {
+    pub fn prefetch_sweep(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptr: u64,
+        bytes: u64,
+        stride: u64,
+    ) -> Result<()> {
         let f = self.module.function("prefetch_sweep")?;
         let mut l = stream.launch_builder(&f);
         l.arg(&ptr).arg(&bytes).arg(&stride);
         // SAFETY: prefetches cannot fault.
-        launched("prefetch_sweep", unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()))
+        launched(
+            "prefetch_sweep",
+            unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()),
+        )
     }
 
     /// Publishes ranges `(ptrs[i], lens[i])` with flags `i` (device arrays of `n`).
-    pub fn publish_ranges(&self, stream: &Arc<CudaStream>, queue: RequestQueue, ptrs: u64, lens: u64, n: u32, outcomes: u64) -> Result<()> {
+    pub fn publish_ranges(
+        &self,
+        stream: &Arc<CudaStream>,
+        queue: RequestQueue,
+        ptrs: u64,
+        lens: u64,
+        n: u32,
+        outcomes: u64,
+    ) -> Result<()> {
         let f = self.module.function("publish_ranges")?;
         let mut l = stream.launch_builder(&f);
         let q = QueueArg(queue);
@@ -105,7 +144,13 @@ impl UvmKernels {
         let f = self.module.function("request_and_sum")?;
         let mut l = stream.launch_builder(&f);
         let q = QueueArg(queue);
-        l.arg(&q).arg(&ptrs).arg(&lens).arg(&n).arg(&ahead).arg(&sums).arg(&readiness);
+        l.arg(&q)
+            .arg(&ptrs)
+            .arg(&lens)
+            .arg(&n)
+            .arg(&ahead)
+            .arg(&sums)
+            .arg(&readiness);
         let cfg = LaunchConfig {
             grid_dim: (blocks.max(1), 1, 1),
             block_dim: (256, 1, 1),

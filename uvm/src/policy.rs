@@ -53,6 +53,12 @@ impl Policy {
     }
 }
 
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for Policy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -187,7 +193,10 @@ mod tests {
     #[test]
     fn reused_data_is_migrated() {
         let p = choose(&pattern(0.06, 10.0), &h100());
-        assert!(matches!(p, Policy::GpuRequests | Policy::HostSelected), "{p:?}");
+        assert!(
+            matches!(p, Policy::GpuRequests | Policy::HostSelected),
+            "{p:?}"
+        );
         // Everything needed and read many times: one big prefetch is cheapest.
         assert_eq!(choose(&pattern(1.0, 10.0), &h100()), Policy::PrefetchAll);
     }

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use cudarc::driver::sys;
-use lookahead::{Advice, ByteRange, Error, Gpu, Location, ManagedBuffer, PrefetchEngine, PrefetchOptions, Result};
+use lookahead::{
+    Advice, ByteRange, Error, Gpu, Location, ManagedBuffer, PrefetchEngine, PrefetchOptions, Result,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::kernels::UvmKernels;
@@ -72,7 +74,13 @@ pub fn cache_path(device: &str, driver: &str) -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     let name: String = format!("probe-v1-{device}-{driver}.json")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     Some(base.join("lookahead").join(name))
 }
@@ -95,7 +103,10 @@ impl MachineProfile {
             if let Some(dir) = p.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            let _ = std::fs::write(p, serde_json::to_string_pretty(&profile).unwrap_or_default());
+            let _ = std::fs::write(
+                p,
+                serde_json::to_string_pretty(&profile).unwrap_or_default(),
+            );
         }
         Ok(profile)
     }
@@ -104,7 +115,10 @@ impl MachineProfile {
     /// second on a PCIe Gen5 H100). Needs 320 MiB of free device memory.
     pub fn probe(gpu: &Gpu) -> Result<Self> {
         let started = Instant::now();
-        gpu.require(lookahead::Capability::ConcurrentManagedAccess, "the Unified Memory probe")?;
+        gpu.require(
+            lookahead::Capability::ConcurrentManagedAccess,
+            "the Unified Memory probe",
+        )?;
         let kernels = UvmKernels::load(gpu)?;
         let stream = gpu.context().new_stream().map_err(|source| Error::Driver {
             call: "cuStreamCreate",
@@ -128,13 +142,19 @@ impl MachineProfile {
         let timed = |f: &dyn Fn() -> Result<()>| -> Result<f64> {
             let t = Instant::now();
             f()?;
-            stream.synchronize().map_err(|source| Error::Driver { call: "cuStreamSynchronize", source })?;
+            stream.synchronize().map_err(|source| Error::Driver {
+                call: "cuStreamSynchronize",
+                source,
+            })?;
             Ok(t.elapsed().as_secs_f64())
         };
 
         // Warm-up: module load, first launch.
         kernels.read_words(&stream, sink_ptr, 4, sink_ptr)?;
-        stream.synchronize().map_err(|source| Error::Driver { call: "cuStreamSynchronize", source })?;
+        stream.synchronize().map_err(|source| Error::Driver {
+            call: "cuStreamSynchronize",
+            source,
+        })?;
 
         // 0: fault path.
         let r0 = region(0);
@@ -142,7 +162,9 @@ impl MachineProfile {
         // Resident read of region 0 (now on the GPU), best of three.
         let mut device_s = f64::MAX;
         for _ in 0..3 {
-            device_s = device_s.min(timed(&|| kernels.read_words(&stream, r0.start, r0.len / 4, sink_ptr))?);
+            device_s = device_s.min(timed(&|| {
+                kernels.read_words(&stream, r0.start, r0.len / 4, sink_ptr)
+            })?);
         }
         // 1: one bulk prefetch.
         let r1 = region(1);
@@ -151,9 +173,18 @@ impl MachineProfile {
         // 2: 32 ranges of 2 MiB through the engine.
         let r2 = region(2);
         let pieces: Vec<ByteRange> = (0..32u64)
-            .map(|i| ByteRange { start: r2.start + i * (2 << 20), len: 2 << 20 })
+            .map(|i| ByteRange {
+                start: r2.start + i * (2 << 20),
+                len: 2 << 20,
+            })
             .collect();
-        let engine = PrefetchEngine::new(gpu, PrefetchOptions { piece_bytes: 2 << 20, ..PrefetchOptions::default() })?;
+        let engine = PrefetchEngine::new(
+            gpu,
+            PrefetchOptions {
+                piece_bytes: 2 << 20,
+                ..PrefetchOptions::default()
+            },
+        )?;
         let t = Instant::now();
         engine.prefetch(&pieces, to_gpu)?.wait()?;
         let range_s = t.elapsed().as_secs_f64();
@@ -176,7 +207,10 @@ impl MachineProfile {
             // SAFETY: copies one word of the sink to the host.
             unsafe { sys::cuMemcpyDtoH_v2(&mut v as *mut u32 as *mut _, sink_ptr, 4) }
                 .result()
-                .map_err(|source| Error::Driver { call: "cuMemcpyDtoH", source })?;
+                .map_err(|source| Error::Driver {
+                    call: "cuMemcpyDtoH",
+                    source,
+                })?;
             round_trip_s = round_trip_s.min(t.elapsed().as_secs_f64());
         }
 

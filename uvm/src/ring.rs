@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use cudarc::driver::sys;
 use lookahead::{Error, Gpu, Result};
-use lookahead_device::requests::{
-    RequestQueue, RequestSlot, FALLBACK_BIT, MAX_GENERATION,
-};
+use lookahead_device::requests::{RequestQueue, RequestSlot, FALLBACK_BIT, MAX_GENERATION};
 
 /// One request as the host reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,13 +101,18 @@ impl RequestRing {
             return Err(e);
         }
         // SAFETY: zero the device words synchronously.
-        check("cuMemsetD32", unsafe { sys::cuMemsetD32_v2(device, 0, device_words) })?;
+        check("cuMemsetD32", unsafe {
+            sys::cuMemsetD32_v2(device, 0, device_words)
+        })?;
         let mut mapped: sys::CUdeviceptr = 0;
         // SAFETY: `pinned` was allocated with DEVICEMAP.
         check("cuMemHostGetDevicePointer", unsafe {
             sys::cuMemHostGetDevicePointer_v2(&mut mapped, pinned, 0)
         })?;
-        debug_assert_eq!(mapped, pinned as u64, "unified addressing maps pinned memory 1:1");
+        debug_assert_eq!(
+            mapped, pinned as u64,
+            "unified addressing maps pinned memory 1:1"
+        );
         let base = device as *mut u32;
         Ok(RequestRing {
             slots: pinned as *mut RequestSlot,
@@ -246,7 +249,11 @@ impl RequestRing {
     pub(crate) fn mark_host(&self, r: &Request, fallback: bool) {
         if let Backing::Host { .. } = self.backing {
             if r.flag < self.num_flags {
-                let v = if fallback { r.generation | FALLBACK_BIT } else { r.generation };
+                let v = if fallback {
+                    r.generation | FALLBACK_BIT
+                } else {
+                    r.generation
+                };
                 // SAFETY: inside the host flag array.
                 unsafe { AtomicU32::from_ptr(self.ready.add(r.flag as usize)) }
                     .store(v, Ordering::Release);

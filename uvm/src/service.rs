@@ -178,7 +178,11 @@ impl Executor for CudaExecutor {
             .is_ok();
         let mut written = true;
         for r in &group.requests {
-            let value = if ok { r.generation } else { r.generation | FALLBACK_BIT };
+            let value = if ok {
+                r.generation
+            } else {
+                r.generation | FALLBACK_BIT
+            };
             written &= self.write_flag(ring, r, value).is_ok();
         }
         ok && written
@@ -412,7 +416,13 @@ mod tests {
         assert_eq!(g.len(), 3);
         assert_eq!(g[0].range, ByteRange { start: 0, len: 150 });
         assert_eq!(g[0].requests.len(), 3);
-        assert_eq!(g[1].range, ByteRange { start: 1000, len: 10 });
+        assert_eq!(
+            g[1].range,
+            ByteRange {
+                start: 1000,
+                len: 10
+            }
+        );
         assert_eq!(g[2].requests[0].flag, 4);
     }
 
@@ -424,7 +434,10 @@ mod tests {
 
     #[test]
     fn pieces_cover_the_range_exactly() {
-        let r = ByteRange { start: 4096, len: 10 * 1024 + 5 };
+        let r = ByteRange {
+            start: 4096,
+            len: 10 * 1024 + 5,
+        };
         let p = pieces(r, 1024);
         assert_eq!(p.len(), 11);
         assert_eq!(p[0].start, 4096);

@@ -20,8 +20,12 @@ fn config(threads: usize) -> ServiceConfig {
 fn settle(ring: &RequestRing, flags: std::ops::Range<u32>, gen: u32) -> Vec<u32> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let values: Vec<u32> = flags.clone().map(|f| ring.ready_value(f).unwrap()).collect();
-        if values.iter().all(|&v| v == gen || v == gen | FALLBACK_BIT) || Instant::now() > deadline {
+        let values: Vec<u32> = flags
+            .clone()
+            .map(|f| ring.ready_value(f).unwrap())
+            .collect();
+        if values.iter().all(|&v| v == gen || v == gen | FALLBACK_BIT) || Instant::now() > deadline
+        {
             return values;
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -46,11 +50,20 @@ fn one_producer_wraps_around_a_small_ring_without_loss() {
     }
     let values = settle(&ring, 0..1000, q.generation);
     let report = service.stop();
-    assert_eq!(queued, 1000, "the ring wrapped: all 1000 went through 4 slots");
-    assert_eq!(report.requests, queued, "every queued request reached the host");
+    assert_eq!(
+        queued, 1000,
+        "the ring wrapped: all 1000 went through 4 slots"
+    );
+    assert_eq!(
+        report.requests, queued,
+        "every queued request reached the host"
+    );
     assert_eq!(report.completed, queued);
     let arrived = values.iter().filter(|&&v| v == q.generation).count() as u64;
-    let fell_back = values.iter().filter(|&&v| v == q.generation | FALLBACK_BIT).count() as u64;
+    let fell_back = values
+        .iter()
+        .filter(|&&v| v == q.generation | FALLBACK_BIT)
+        .count() as u64;
     assert_eq!(arrived, queued);
     assert_eq!(arrived + fell_back, 1000, "no request lost: {values:?}");
 }
@@ -80,8 +93,13 @@ fn many_producers_lose_nothing_and_order_each_slot() {
     let values = settle(&ring, 0..4000, q.generation);
     let report = service.stop();
     assert_eq!(report.requests, queued);
-    assert!(values.iter().all(|&v| v == q.generation || v == q.generation | FALLBACK_BIT));
-    assert_eq!(values.iter().filter(|&&v| v == q.generation).count() as u64, queued);
+    assert!(values
+        .iter()
+        .all(|&v| v == q.generation || v == q.generation | FALLBACK_BIT));
+    assert_eq!(
+        values.iter().filter(|&&v| v == q.generation).count() as u64,
+        queued
+    );
 }
 
 #[test]
@@ -103,7 +121,10 @@ fn ring_of_one_with_a_service_that_is_never_started() {
     assert_eq!(ring.pending().unwrap(), 1);
     let drained = ring.drain(10);
     assert_eq!(drained.len(), 1);
-    assert_eq!((drained[0].flag, drained[0].ptr, drained[0].bytes), (0, 0x1000, 64));
+    assert_eq!(
+        (drained[0].flag, drained[0].ptr, drained[0].bytes),
+        (0, 0x1000, 64)
+    );
     assert_eq!(ring.pending().unwrap(), 0);
 }
 
@@ -112,7 +133,10 @@ fn a_late_service_still_serves_what_waited_in_the_ring() {
     let ring = Arc::new(RequestRing::in_host_memory(8, 8));
     let q = ring.queue(Duration::from_secs(5));
     for f in 0..8 {
-        assert_eq!(q.request(f, (0x1000 * (f + 1) as usize) as *const u8, 16), Requested::Queued);
+        assert_eq!(
+            q.request(f, (0x1000 * (f + 1) as usize) as *const u8, 16),
+            Requested::Queued
+        );
     }
     let service = PrefetchService::start_on_host(ring.clone(), config(1), Duration::ZERO).unwrap();
     for f in 0..8 {
@@ -124,14 +148,21 @@ fn a_late_service_still_serves_what_waited_in_the_ring() {
 #[test]
 fn a_slow_host_delays_but_never_blocks_the_kernel() {
     let ring = Arc::new(RequestRing::in_host_memory(64, 16));
-    let service = PrefetchService::start_on_host(ring.clone(), config(1), Duration::from_millis(30)).unwrap();
+    let service =
+        PrefetchService::start_on_host(ring.clone(), config(1), Duration::from_millis(30)).unwrap();
     let impatient = ring.queue(Duration::from_millis(2));
-    assert_eq!(impatient.request(0, 0x1000 as *const u8, 16), Requested::Queued);
+    assert_eq!(
+        impatient.request(0, 0x1000 as *const u8, 16),
+        Requested::Queued
+    );
     let t = Instant::now();
     assert_eq!(impatient.wait_ready(0), Readiness::TimedOut);
     assert!(t.elapsed() < Duration::from_millis(25));
     let patient = ring.queue(Duration::from_secs(5));
-    assert_eq!(patient.request(1, 0x2000 as *const u8, 16), Requested::Queued);
+    assert_eq!(
+        patient.request(1, 0x2000 as *const u8, 16),
+        Requested::Queued
+    );
     assert_eq!(patient.wait_ready(1), Readiness::Arrived);
     service.stop();
 }
@@ -139,10 +170,14 @@ fn a_slow_host_delays_but_never_blocks_the_kernel() {
 #[test]
 fn stopping_hands_out_what_is_left() {
     let ring = Arc::new(RequestRing::in_host_memory(32, 32));
-    let service = PrefetchService::start_on_host(ring.clone(), config(4), Duration::from_millis(1)).unwrap();
+    let service =
+        PrefetchService::start_on_host(ring.clone(), config(4), Duration::from_millis(1)).unwrap();
     let q = ring.queue(Duration::ZERO);
     for f in 0..32 {
-        assert_eq!(q.request(f, (0x1000 * (f + 1) as usize) as *const u8, 16), Requested::Queued);
+        assert_eq!(
+            q.request(f, (0x1000 * (f + 1) as usize) as *const u8, 16),
+            Requested::Queued
+        );
     }
     let report = service.stop();
     assert_eq!(report.requests, 32);
@@ -155,7 +190,10 @@ fn duplicates_generations_and_disabled_queues() {
     let ring = RequestRing::in_host_memory(8, 4);
     let g1 = ring.queue(Duration::ZERO);
     assert_eq!(g1.request(2, 0x10 as *const u8, 4), Requested::Queued);
-    assert_eq!(g1.request(2, 0x10 as *const u8, 4), Requested::AlreadyRequested);
+    assert_eq!(
+        g1.request(2, 0x10 as *const u8, 4),
+        Requested::AlreadyRequested
+    );
     // A new generation needs no reset of the flags.
     let g2 = ring.queue(Duration::ZERO);
     assert_ne!(g1.generation, g2.generation);

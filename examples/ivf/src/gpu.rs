@@ -322,3 +322,27 @@ impl GpuIndex {
         })
     }
 }
+
+/// The list of every vector (its nearest centroid), computed on the GPU with the coarse
+/// kernel, a million vectors at a time.
+pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec<u32>> {
+    let stream = driver("cuStreamCreate", gpu.context().new_stream())?;
+    let dc = driver("cuMemcpyHtoD", stream.clone_htod(centroids))?;
+    let mut out = Vec::with_capacity(data.len());
+    for chunk in data.data.chunks(data.dim * (1 << 20)) {
+        let n = chunk.len() / data.dim;
+        let dq = driver("cuMemcpyHtoD", stream.clone_htod(chunk))?;
+        let mut probes = driver("cuMemAlloc", stream.alloc_zeros::<u32>(n))?;
+        ivf_kernels::coarse::launch(
+            &stream,
+            LaunchConfig::for_len(n, 128),
+            &dq,
+            &dc,
+            data.dim as u32,
+            1,
+            &mut probes,
+        )?;
+        out.extend(driver("cuMemcpyDtoH", stream.clone_dtoh(&probes))?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,204 @@
+//! GPU tests of lookahead-uvm. They need a CUDA GPU and fail (never pass) without one:
+//! run them with `--ignored` on a GPU machine (`scripts/gpu-tests.sh`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use lookahead::{Gpu, ManagedBuffer};
+use lookahead_uvm::{MachineProfile, PrefetchService, RequestRing, ServiceConfig, UvmKernels};
+
+fn gpu() -> Gpu {
+    Gpu::new(0).expect("these tests need a CUDA GPU")
+}
+
+fn ptr<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
+    s.device_ptr(stream).0
+}
+
+/// `ranges` ranges of `words` u32 each in one host-resident managed buffer, their CPU sums.
+fn data(gpu: &Gpu, ranges: usize, words: usize) -> (ManagedBuffer<u32>, Vec<u32>) {
+    let mut buf = ManagedBuffer::<u32>::zeroed(gpu, ranges * words).unwrap();
+    let seed = Instant::now().elapsed().subsec_nanos() | 1;
+    for (i, w) in buf.as_mut_slice().unwrap().iter_mut().enumerate() {
+        *w = (i as u32).wrapping_mul(2654435761).wrapping_add(seed);
+    }
+    let host = buf.as_slice().unwrap();
+    let sums = (0..ranges)
+        .map(|r| {
+            host[r * words..(r + 1) * words]
+                .iter()
+                .fold(0u32, |a, &b| a.wrapping_add(b))
+        })
+        .collect();
+    (buf, sums)
+}
+
+/// Runs `request_and_sum` over the ranges and returns (sums, readiness codes).
+fn run_sums(
+    gpu: &Gpu,
+    k: &UvmKernels,
+    ring: &RequestRing,
+    wait: Duration,
+    buf: &ManagedBuffer<u32>,
+    ranges: usize,
+    words: usize,
+) -> (Vec<u32>, Vec<u32>) {
+    let stream = gpu.context().new_stream().unwrap();
+    let ptrs: Vec<u64> = (0..ranges)
+        .map(|r| buf.device_ptr() + (r * words * 4) as u64)
+        .collect();
+    let lens = vec![(words * 4) as u64; ranges];
+    let dp = stream.clone_htod(&ptrs).unwrap();
+    let dl = stream.clone_htod(&lens).unwrap();
+    let sums = stream.alloc_zeros::<u32>(ranges).unwrap();
+    let ready = stream.alloc_zeros::<u32>(ranges).unwrap();
+    let q = ring.queue(wait);
+    k.request_and_sum(
+        &stream,
+        q,
+        ptr(&dp, &stream),
+        ptr(&dl, &stream),
+        ranges as u32,
+        1,
+        ptr(&sums, &stream),
+        ptr(&ready, &stream),
+        64,
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    (
+        stream.clone_dtoh(&sums).unwrap(),
+        stream.clone_dtoh(&ready).unwrap(),
+    )
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn probe_is_quick_and_measures_every_mechanism() {
+    let gpu = gpu();
+    let p = MachineProfile::probe(&gpu).unwrap();
+    println!("{p:#?}");
+    assert!(p.probe_s < 1.0, "the probe took {:.2} s", p.probe_s);
+    for (name, v) in [
+        ("fault", p.fault_gbps),
+        ("bulk", p.bulk_prefetch_gbps),
+        ("range", p.range_prefetch_gbps),
+        ("remote", p.remote_gbps),
+        ("device", p.device_gbps),
+    ] {
+        assert!(v.is_finite() && v > 0.1, "{name} rate {v}");
+    }
+    assert!(p.device_gbps > p.fault_gbps, "resident reads beat faults");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_driven_requests_arrive_and_never_change_results() {
+    let gpu = gpu();
+    let k = UvmKernels::load(&gpu).unwrap();
+    let (ranges, words) = (96, 512 << 10); // 96 ranges of 2 MiB
+                                           // With a running service: the ranges arrive by prefetch.
+    let (buf, want) = data(&gpu, ranges, words);
+    let ring = Arc::new(RequestRing::new(&gpu, 256, ranges as u32).unwrap());
+    let service = PrefetchService::start(ring.clone(), ServiceConfig::default()).unwrap();
+    let (sums, ready) = run_sums(&gpu, &k, &ring, Duration::from_secs(5), &buf, ranges, words);
+    let report = service.stop();
+    assert_eq!(sums, want);
+    let arrived = ready.iter().filter(|&&r| r == 1).count();
+    println!("served: {arrived}/{ranges} arrived by prefetch; {report:?}");
+    assert!(arrived > ranges / 2, "{ready:?}");
+    assert_eq!(report.completed, report.requests);
+    assert_eq!(report.failed, 0);
+    drop(buf);
+
+    // A service that is never started: every wait times out, results are the same.
+    let (buf, want) = data(&gpu, ranges, words);
+    let idle = RequestRing::new(&gpu, 256, ranges as u32).unwrap();
+    let (sums, ready) = run_sums(
+        &gpu,
+        &k,
+        &idle,
+        Duration::from_millis(1),
+        &buf,
+        ranges,
+        words,
+    );
+    assert_eq!(sums, want);
+    assert!(ready.iter().all(|&r| r == 3), "all timed out: {ready:?}");
+    drop(buf);
+
+    // A ring of one slot with a service: most requests fall back, results are the same.
+    let (buf, want) = data(&gpu, ranges, words);
+    let tiny = Arc::new(RequestRing::new(&gpu, 1, ranges as u32).unwrap());
+    let service = PrefetchService::start(tiny.clone(), ServiceConfig::default()).unwrap();
+    let (sums, ready) = run_sums(&gpu, &k, &tiny, Duration::from_secs(5), &buf, ranges, words);
+    service.stop();
+    assert_eq!(sums, want);
+    assert!(ready.iter().all(|&r| (1..=3).contains(&r)), "{ready:?}");
+    println!(
+        "ring of 1: {} arrived, {} went ahead",
+        ready.iter().filter(|&&r| r == 1).count(),
+        ready.iter().filter(|&&r| r == 2).count()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn soak_1000_batches_no_hang_no_loss_no_leak() {
+    let gpu = gpu();
+    let k = UvmKernels::load(&gpu).unwrap();
+    gpu.synchronize().unwrap();
+    let (free_before, _) = gpu.memory_info().unwrap();
+    {
+        let (ranges, words) = (8, 16 << 10); // 8 ranges of 64 KiB
+        let (mut buf, want) = data(&gpu, ranges, words);
+        let ring = Arc::new(RequestRing::new(&gpu, 16, ranges as u32).unwrap());
+        let service = PrefetchService::start(
+            ring.clone(),
+            ServiceConfig {
+                threads: 4,
+                ..ServiceConfig::default()
+            },
+        )
+        .unwrap();
+        let started = Instant::now();
+        for batch in 0..1000 {
+            if batch % 100 == 0 {
+                // Send the pages back to the host now and then, so requests have work to do.
+                buf.as_mut_slice().unwrap()[0] = buf.as_slice().unwrap()[0];
+                buf.prefetch(lookahead::Location::Host, gpu.stream())
+                    .unwrap();
+                gpu.synchronize().unwrap();
+            }
+            let (sums, _) = run_sums(
+                &gpu,
+                &k,
+                &ring,
+                Duration::from_millis(500),
+                &buf,
+                ranges,
+                words,
+            );
+            assert_eq!(sums, want, "batch {batch}");
+        }
+        let report = service.stop();
+        println!(
+            "1000 batches in {:.2} s: {report:?}",
+            started.elapsed().as_secs_f64()
+        );
+        assert_eq!(report.completed, report.requests, "no request lost");
+        assert_eq!(ring.pending().unwrap(), 0, "nothing left in the ring");
+        assert!(
+            report.requests >= 1000,
+            "requests were made: {}",
+            report.requests
+        );
+    }
+    gpu.synchronize().unwrap();
+    let (free_after, _) = gpu.memory_info().unwrap();
+    assert!(
+        free_after + (4 << 20) >= free_before,
+        "device memory back to its starting level: {free_before} -> {free_after}"
+    );
+}
