@@ -116,7 +116,11 @@ fn bulk_bytes(addr: usize, bytes: usize) {
     }
     let (mut start, end) = bulk_cover(addr, bytes);
     while start < end {
-        let n = if end - start < BULK_PIECE { end - start } else { BULK_PIECE };
+        let n = if end - start < BULK_PIECE {
+            end - start
+        } else {
+            BULK_PIECE
+        };
         // SAFETY: aligned to 16, a non-zero multiple of 16, inside the pages of the range.
         unsafe { bulk_prefetch_l2(start as *const u8, n as u32) };
         start += n;
@@ -145,7 +149,11 @@ pub fn bulk_prefetch_slice<T>(data: &[T]) {
         "sm_90",
         "bulk_prefetch_slice (cp.async.bulk.prefetch.L2.global) needs sm_90 (Hopper) or newer; use bulk_prefetch_slice_portable to fall back to per-line prefetches"
     );
-    on_gpu!("prefetch::bulk_prefetch_slice", [data], bulk_bytes(data.as_ptr() as usize, core::mem::size_of_val(data)))
+    on_gpu!(
+        "prefetch::bulk_prefetch_slice",
+        [data],
+        bulk_bytes(data.as_ptr() as usize, core::mem::size_of_val(data))
+    )
 }
 
 /// [`bulk_prefetch_slice`] on sm_90 and later; one `prefetch.global.L2` per 128-byte line on
@@ -192,7 +200,11 @@ impl<T> PrefetchSource for [T] {
     const KIND: MemoryKind = MemoryKind::Device;
     #[inline(always)]
     fn region(&self) -> (usize, usize, usize) {
-        (self.as_ptr() as usize, self.len(), core::mem::size_of::<T>())
+        (
+            self.as_ptr() as usize,
+            self.len(),
+            core::mem::size_of::<T>(),
+        )
     }
 }
 
@@ -237,7 +249,11 @@ pub fn clamp_range<S: PrefetchSource + ?Sized>(
     if first >= len || count == 0 || size == 0 {
         return None;
     }
-    let count = if count > len - first { len - first } else { count };
+    let count = if count > len - first {
+        len - first
+    } else {
+        count
+    };
     Some((addr + first * size, count * size))
 }
 
@@ -246,7 +262,12 @@ pub fn clamp_range<S: PrefetchSource + ?Sized>(
 /// instruction (`#[prefetch_next]` rejects non-portable requests for them at compile time).
 /// Managed memory always gets `prefetch.global.L2` (see the module docs).
 #[inline(always)]
-pub fn prefetch_range<S: PrefetchSource + ?Sized>(src: &S, first: usize, count: usize, level: Level) {
+pub fn prefetch_range<S: PrefetchSource + ?Sized>(
+    src: &S,
+    first: usize,
+    count: usize,
+    level: Level,
+) {
     let Some((addr, bytes)) = clamp_range(src, first, count) else {
         return;
     };
@@ -327,7 +348,10 @@ impl<S: PrefetchSource + ?Sized> Snapshot<S> {
     /// Records where `src`'s data is.
     #[inline(always)]
     pub fn of(src: &S) -> Self {
-        Snapshot { region: src.region(), _source: core::marker::PhantomData }
+        Snapshot {
+            region: src.region(),
+            _source: core::marker::PhantomData,
+        }
     }
 }
 

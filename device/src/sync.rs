@@ -5,7 +5,9 @@
 #[inline(always)]
 pub fn sync_threads() {
     // SAFETY: a barrier has no memory-safety preconditions.
-    on_gpu!("sync::sync_threads", [], unsafe { core::arch::nvptx::_syncthreads() })
+    on_gpu!("sync::sync_threads", [], unsafe {
+        core::arch::nvptx::_syncthreads()
+    })
 }
 
 /// Orders this thread's memory accesses as seen by the threads of its block (`fence.acq_rel.cta`).

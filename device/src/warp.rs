@@ -121,7 +121,9 @@ pub fn active_mask() -> u32 {
     on_gpu!("warp::active_mask", [], {
         let out: u32;
         // SAFETY: reads the active-lane mask.
-        unsafe { core::arch::asm!("activemask.b32 {out};", out = out(reg32) out, options(nostack)) };
+        unsafe {
+            core::arch::asm!("activemask.b32 {out};", out = out(reg32) out, options(nostack))
+        };
         out
     })
 }
