@@ -761,14 +761,18 @@ fn ptx_version(ptx: &str) -> String {
         .to_string()
 }
 
-/// The kernel module version of the NVIDIA driver, where Linux shows it.
+/// The kernel module version of the NVIDIA driver (such as `580.159.04`), where Linux
+/// shows it: the first dotted number in `/proc/driver/nvidia/version`.
 fn driver_release() -> String {
     std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
         .and_then(|s| {
             s.split_whitespace()
-                .skip_while(|w| *w != "Kernel")
-                .nth(3)
+                .find(|w| {
+                    w.split('.').count() >= 2
+                        && w.split('.')
+                            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                })
                 .map(str::to_string)
         })
         .unwrap_or_else(|| "unknown".into())
@@ -834,7 +838,9 @@ fn run(gpu: &Gpu, args: &Args) -> Res<bool> {
         Ok(p) => p,
         Err(e) => {
             // NVRTC versions that do not take -O3 optimise fully by default.
-            println!("  NVRTC refused -O3 ({e}); compiling with its default (full) optimisation");
+            println!(
+                "  NVRTC does not take -O3 ({e}); its default is full optimisation (-dopt on), used instead"
+            );
             options.clear();
             compile_ptx_with_opts(
                 bench_kernels::CUDA_TWINS,
