@@ -140,18 +140,18 @@ impl RequestQueue {
                 if h.wrapping_sub(t) >= self.capacity {
                     break; // full
                 }
-                if mem::compare_exchange(self.head, h, h.wrapping_add(1)) == h {
-                    let slot = self.slots.add((h % self.capacity) as usize);
-                    mem::store_volatile_u32(core::ptr::addr_of_mut!((*slot).flag), flag);
-                    mem::store_volatile_u32(core::ptr::addr_of_mut!((*slot).generation), gen);
-                    mem::store_volatile_u64(core::ptr::addr_of_mut!((*slot).ptr), ptr as u64);
-                    mem::store_volatile_u64(core::ptr::addr_of_mut!((*slot).bytes), bytes as u64);
-                    mem::store_release_system(
-                        core::ptr::addr_of_mut!((*slot).seq),
-                        h.wrapping_add(1),
-                    );
-                    return Requested::Queued;
+                if mem::compare_exchange(self.head, h, h.wrapping_add(1)) != h {
+                    // Another producer took slot `h` (progress was made); back off briefly.
+                    mem::pause();
+                    continue;
                 }
+                let slot = self.slots.add((h % self.capacity) as usize);
+                mem::store_volatile_u32(core::ptr::addr_of_mut!((*slot).flag), flag);
+                mem::store_volatile_u32(core::ptr::addr_of_mut!((*slot).generation), gen);
+                mem::store_volatile_u64(core::ptr::addr_of_mut!((*slot).ptr), ptr as u64);
+                mem::store_volatile_u64(core::ptr::addr_of_mut!((*slot).bytes), bytes as u64);
+                mem::store_release_system(core::ptr::addr_of_mut!((*slot).seq), h.wrapping_add(1));
+                return Requested::Queued;
             }
             mem::store_release_system(self.ready.add(flag as usize), gen | FALLBACK_BIT);
             Requested::Fallback

@@ -196,7 +196,9 @@ impl RequestRing {
             capacity: self.capacity,
             num_flags: self.num_flags,
             generation,
-            claim_attempts: 64,
+            // Each failed attempt means another producer claimed a slot; a whole grid of
+            // producers can contend at once, so allow many before falling back.
+            claim_attempts: 4096,
             wait_ns: wait.as_nanos().min(u64::MAX as u128) as u64,
         }
     }

@@ -49,6 +49,8 @@ pub struct SearchParams {
     pub ahead: u32,
     /// For `Auto`: how many times the same lists will be searched.
     pub expected_passes: f64,
+    /// Most blocks of the scan kernel (0: two per multiprocessor).
+    pub max_blocks: u32,
 }
 
 /// What a search found and what it cost.
@@ -66,6 +68,16 @@ pub struct SearchOutcome {
     pub needed_bytes: u64,
     /// Wall time of the whole search, seconds (queries uploaded to results on the host).
     pub seconds: f64,
+    /// Probed lists whose data arrived by request before the scan read them, went ahead
+    /// on the fault path (request fell back or not waited for), or timed out waiting.
+    pub arrived: usize,
+    /// See `arrived`.
+    pub went_ahead: usize,
+    /// See `arrived`.
+    pub timed_out: usize,
+    /// Seconds from the coarse kernel's start to the scan's end, by CUDA events (the GPU
+    /// part of the search, host-side policy work in between included).
+    pub gpu_seconds: f64,
 }
 
 /// Long-lived machinery shared by searches: the request ring and its service, the
@@ -194,6 +206,9 @@ impl GpuIndex {
         let started = Instant::now();
 
         let dq = driver("cuMemcpyHtoD", s.clone_htod(&queries.data))?;
+        let ev_start = driver("cuEventCreate", self.gpu.context().new_event(None))?;
+        let ev_end = driver("cuEventCreate", self.gpu.context().new_event(None))?;
+        driver("cuEventRecord", ev_start.record(s))?;
         let mut probes = driver("cuMemAlloc", s.alloc_zeros::<u32>(nq * nprobe))?;
         ivf_kernels::coarse::launch(
             s,
@@ -277,7 +292,9 @@ impl GpuIndex {
         let mut cand_d = driver("cuMemAlloc", s.alloc_zeros::<f32>(pairs_total * K))?;
         let mut cand_i = driver("cuMemAlloc", s.alloc_zeros::<u32>(pairs_total * K))?;
         let sms = self.gpu.capabilities()?.sm_count.max(1);
-        let blocks = (m_host as u32).clamp(1, sms * 2);
+        let cap = if params.max_blocks == 0 { sms * 2 } else { params.max_blocks };
+        let blocks = (m_host as u32).clamp(1, cap);
+        let mut readiness = driver("cuMemAlloc", s.alloc_zeros::<u32>(nlist.max(1)))?;
         ivf_kernels::scan::launch(
             s,
             LaunchConfig::new((blocks, 1, 1), (SCAN_THREADS, 1, 1)),
@@ -295,9 +312,11 @@ impl GpuIndex {
             params.ahead,
             hints,
             queue,
+            &mut readiness,
             &mut cand_d,
             &mut cand_i,
         )?;
+        driver("cuEventRecord", ev_end.record(s))?;
         let mut out_d = driver("cuMemAlloc", s.alloc_zeros::<f32>(nq * K))?;
         let mut out_i = driver("cuMemAlloc", s.alloc_zeros::<u32>(nq * K))?;
         ivf_kernels::merge::launch(
@@ -309,16 +328,28 @@ impl GpuIndex {
             &mut out_d,
             &mut out_i,
         )?;
+        // Wait with cuStreamSynchronize before copying back: a copy into pageable host
+        // memory issued while the scan runs can hold up the prefetch service's driver calls
+        // (and with them the ready flags the scan is waiting for).
+        driver("cuStreamSynchronize", s.synchronize())?;
         let dist = driver("cuMemcpyDtoH", s.clone_dtoh(&out_d))?;
         let ids = driver("cuMemcpyDtoH", s.clone_dtoh(&out_i))?;
         driver("cuStreamSynchronize", s.synchronize())?;
+        let seconds = started.elapsed().as_secs_f64();
+        let ready = driver("cuMemcpyDtoH", s.clone_dtoh(&readiness))?;
+        let count = |v| ready[..m_host].iter().filter(|&&r| r == v).count();
+        let gpu_seconds = driver("cuEventElapsedTime", ev_start.elapsed_ms(&ev_end))? as f64 / 1e3;
         Ok(SearchOutcome {
+            arrived: count(1),
+            went_ahead: count(2),
+            timed_out: count(3),
+            gpu_seconds,
             dist,
             ids,
             policy: chosen,
             probed_lists: m_host,
             needed_bytes,
-            seconds: started.elapsed().as_secs_f64(),
+            seconds,
         })
     }
 }

@@ -2,9 +2,9 @@
 
 use lookahead_device::kernel;
 use lookahead_device::prelude::*;
-use lookahead_device::requests::RequestQueue;
+use lookahead_device::requests::{Readiness, RequestQueue};
 
-use crate::{K, MAX_DIM, MAX_NPROBE, TILE_FLOATS};
+use crate::{K, MAX_DIM, MAX_NPROBE, SCAN_WARPS, TILE_FLOATS};
 
 /// Squared L2 distance of two `dim`-float rows.
 #[inline(always)]
@@ -87,9 +87,11 @@ pub fn compact(counts: &[u32], probed: &mut [u32], m: &mut [u32]) {
 
 /// Scans the probed lists. Block `b` takes probed lists `b, b + grid, ...`; for each, thread 0
 /// asks `queue` for the list `ahead + 1` steps further on and waits until its own list is
-/// resident (or goes ahead on the fault path), then the block reads the list once through
-/// shared-memory tiles while each thread keeps the top `K` of one of the list's queries.
-/// Results go to `out_*[pair * K ..]`.
+/// resident (or goes ahead on the fault path), recording how in `readiness[i]` (1 arrived,
+/// 2 went ahead, 3 timed out). Then the block reads the list once per group of
+/// `SCAN_WARPS` queries through a padded shared-memory tile: warp `w` takes the group's
+/// `w`-th query, its lanes split the tile's vectors, and each lane keeps a top `K` that the
+/// warp merges by shuffles at the end. Results go to `out_*[pair * K ..]`.
 #[kernel(same_len(out_dist, out_ids))]
 #[allow(clippy::too_many_arguments)]
 pub fn scan(
@@ -107,25 +109,30 @@ pub fn scan(
     ahead: u32,
     hints: u32,
     queue: RequestQueue,
+    readiness: &mut [u32],
     out_dist: &mut [f32],
     out_ids: &mut [u32],
 ) {
     let dim = dim as usize;
+    let stride = dim + 1; // padded rows: lanes reading different rows hit different banks
     let m = m[0] as usize;
     let blocks = grid_dim_x() as usize;
     let tid = thread_idx_x() as usize;
     let threads = block_dim_x() as usize;
+    let warp = tid / 32;
+    let lane = (tid % 32) as u32;
     let tile = shared_array!(f32; TILE_FLOATS);
-    let per_tile = TILE_FLOATS / dim.max(1);
+    let qs = shared_array!(f32; SCAN_WARPS * MAX_DIM);
+    let rows_per_tile = TILE_FLOATS / stride.max(1);
     let list_range = |i: usize| {
         let l = probed[i] as usize;
-        (offsets[l] as usize * dim, offsets[l + 1] as usize * dim)
+        (offsets[l] as usize, offsets[l + 1] as usize) // in vectors
     };
     let request = |i: usize| {
         if i < m {
             let (a, b) = list_range(i);
             if b > a {
-                queue.request(i as u32, lists.as_ptr().wrapping_add(a), (b - a) * 4);
+                queue.request(i as u32, lists.as_ptr().wrapping_add(a * dim), (b - a) * dim * 4);
             }
         }
     };
@@ -138,16 +145,19 @@ pub fn scan(
         }
     }
     while i < m {
-        let next = i + (ahead as usize + 1) * blocks;
         if tid == 0 {
-            request(next);
-            let _ = queue.wait_ready(i as u32);
+            request(i + (ahead as usize + 1) * blocks);
+            readiness[i] = match queue.wait_ready(i as u32) {
+                Readiness::Arrived => 1,
+                Readiness::GoAhead => 2,
+                Readiness::TimedOut => 3,
+            };
         }
         if hints == crate::HINT_L2 && i + blocks < m {
             // The in-kernel hint: one prefetch per 128-byte line of the next list.
             let (a, b) = list_range(i + blocks);
-            let mut f = a + tid * 32;
-            while f < b {
+            let mut f = a * dim + tid * 32;
+            while f < b * dim {
                 prefetch::prefetch_l2(lists.as_ptr().wrapping_add(f));
                 f += threads * 32;
             }
@@ -157,54 +167,92 @@ pub fn scan(
         let l = probed[i] as usize;
         let (a, b) = list_range(i);
         let nq = (counts[l] as usize).min(max_per_list as usize);
-        let mut first_q = 0;
-        while first_q < nq {
-            let mine = first_q + tid;
-            let pair = if mine < nq {
-                pairs[l * max_per_list as usize + mine] as usize
-            } else {
-                usize::MAX
-            };
-            let q = pair / (nprobe as usize).max(1);
-            let mut qv = [0.0f32; MAX_DIM];
+        let mut group = 0;
+        while group < nq {
+            // Warp `warp` takes query `group + warp` of this list (warp-uniform).
+            let mine = group + warp;
+            let pair = if mine < nq { pairs[l * max_per_list as usize + mine] as usize } else { usize::MAX };
             if pair != usize::MAX {
-                for d in 0..dim {
-                    qv[d] = queries[q * dim + d];
+                let q = pair / (nprobe as usize).max(1);
+                let mut d = lane as usize;
+                while d < dim {
+                    qs.set(warp * MAX_DIM + d, queries[q * dim + d]);
+                    d += 32;
                 }
             }
             let mut ds = [f32::INFINITY; K];
             let mut is = [u32::MAX; K];
             let mut start = a;
             while start < b {
-                let end = core::cmp::min(start + per_tile * dim, b);
-                let mut f = start + tid;
-                while f < end {
-                    tile.set(f - start, lists[f]);
+                let rows = core::cmp::min(rows_per_tile, b - start);
+                // Cooperative, coalesced copy of `rows` vectors into the padded tile.
+                let mut f = tid;
+                while f < rows * dim {
+                    let (r, c) = (f / dim, f % dim);
+                    tile.set(r * stride + c, lists[start * dim + f]);
                     f += threads;
                 }
                 sync_threads();
                 if pair != usize::MAX {
-                    let rows = (end - start) / dim;
-                    for r in 0..rows {
-                        let mut s = 0.0f32;
-                        for d in 0..dim {
-                            let t = qv[d] - tile.get(r * dim + d);
-                            s += t * t;
+                    let mut r = lane as usize;
+                    while r < rows {
+                        let mut acc = [0.0f32; 4];
+                        let mut d = 0;
+                        while d + 4 <= dim {
+                            for u in 0..4 {
+                                // SAFETY: d + u < dim <= MAX_DIM and r < rows_per_tile, so
+                                // both indices are inside their arrays.
+                                let t = unsafe {
+                                    qs.get_unchecked(warp * MAX_DIM + d + u)
+                                        - tile.get_unchecked(r * stride + d + u)
+                                };
+                                acc[u] += t * t;
+                            }
+                            d += 4;
                         }
-                        let row = start / dim + r;
-                        insert(&mut ds, &mut is, K, s, ids[row]);
+                        while d < dim {
+                            let t = qs.get(warp * MAX_DIM + d) - tile.get(r * stride + d);
+                            acc[0] += t * t;
+                            d += 1;
+                        }
+                        let dist = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                        if dist < ds[K - 1] || (dist == ds[K - 1] && ids[start + r] < is[K - 1]) {
+                            insert(&mut ds, &mut is, K, dist, ids[start + r]);
+                        }
+                        r += 32;
                     }
                 }
                 sync_threads();
-                start = end;
+                start += rows;
             }
             if pair != usize::MAX {
+                // Merge the 32 lanes' sorted lists: K rounds of a warp-wide minimum.
+                let mut head = 0usize;
                 for j in 0..K {
-                    out_dist[pair * K + j] = ds[j];
-                    out_ids[pair * K + j] = is[j];
+                    let (mut bd, mut bi) = if head < K { (ds[head], is[head]) } else { (f32::INFINITY, u32::MAX) };
+                    let mut bl = lane;
+                    let mut step = 16;
+                    while step > 0 {
+                        let od = warp::shfl_xor_f32(bd, step);
+                        let oi = warp::shfl_xor_u32(bi, step);
+                        let ol = warp::shfl_xor_u32(bl, step);
+                        if od < bd || (od == bd && (oi < bi || (oi == bi && ol < bl))) {
+                            bd = od;
+                            bi = oi;
+                            bl = ol;
+                        }
+                        step /= 2;
+                    }
+                    if bl == lane {
+                        head += 1;
+                    }
+                    if lane == 0 {
+                        out_dist[pair * K + j] = bd;
+                        out_ids[pair * K + j] = bi;
+                    }
                 }
             }
-            first_q += threads;
+            group += SCAN_WARPS;
         }
         i += blocks;
     }

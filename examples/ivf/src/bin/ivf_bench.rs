@@ -63,6 +63,9 @@ struct Row {
     warm_s: f64,
     resident_s: f64,
     same_as_faults: bool,
+    /// Lists that arrived by request / were probed (GPU-driven requests).
+    arrived: (usize, usize),
+    gpu_s: f64,
 }
 
 fn main() -> ExitCode {
@@ -195,6 +198,7 @@ fn run(args: &Args) -> Result<(), Error> {
             policy,
             ahead: 1,
             expected_passes: 2.0,
+        max_blocks: 0,
         };
 
         bar.set_message(format!("{pct}%: resident baseline"));
@@ -224,6 +228,8 @@ fn run(args: &Args) -> Result<(), Error> {
                 warm_s: warm.seconds,
                 resident_s: resident.seconds,
                 same_as_faults: same,
+                arrived: (cold.arrived, cold.probed_lists),
+                gpu_s: cold.gpu_seconds,
             });
             bar.inc(1);
         }
@@ -270,7 +276,7 @@ fn run(args: &Args) -> Result<(), Error> {
         );
     }
     let _ = writeln!(md);
-    let _ = writeln!(md, "| probed % | policy | ran | needed MB | cold ms | cold GB/s | % of pinned | x faults | warm ms | resident ms | warm / resident | same top-k |");
+    let _ = writeln!(md, "| probed % | policy | ran | needed MB | cold ms | cold GB/s | % of pinned | x faults | warm ms | resident ms | warm / resident | cold GPU ms | lists arrived by request | same top-k |");
     let _ = writeln!(
         md,
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -284,10 +290,10 @@ fn run(args: &Args) -> Result<(), Error> {
         let g = gbps(r.needed_bytes, r.cold_s);
         let _ = writeln!(
             md,
-            "| {:.1} | {} | {} | {:.0} | {:.1} | {:.1} | {:.0}% | {} | {:.1} | {:.1} | {:.2} | {} |",
+            "| {:.1} | {} | {} | {:.0} | {:.1} | {:.1} | {:.0}% | {} | {:.1} | {:.1} | {:.2} | {:.1} | {}/{} | {} |",
             r.percent, r.policy.name(), r.chosen.name(), r.needed_bytes as f64 / 1e6, r.cold_s * 1e3, g, g / pinned * 100.0,
             faults.map(|f| format!("{:.2}", f / r.cold_s)).unwrap_or_else(|| "-".into()),
-            r.warm_s * 1e3, r.resident_s * 1e3, r.warm_s / r.resident_s, if r.same_as_faults { "yes" } else { "NO" }
+            r.warm_s * 1e3, r.resident_s * 1e3, r.warm_s / r.resident_s, r.gpu_s * 1e3, r.arrived.0, r.arrived.1, if r.same_as_faults { "yes" } else { "NO" }
         );
         let _ = writeln!(
             csv,

@@ -42,6 +42,9 @@ struct Args {
     /// Seed of the generated data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Most blocks of the scan kernel (0: two per multiprocessor).
+    #[arg(long, default_value_t = 0)]
+    max_blocks: u32,
     /// Queries checked against brute force.
     #[arg(long, default_value_t = 20)]
     recall_sample: usize,
@@ -115,6 +118,7 @@ fn run(args: &Args) -> Result<bool, Error> {
         policy: args.policy,
         ahead: 1,
         expected_passes: 1.0,
+    max_blocks: args.max_blocks,
     };
     let out = index.search(&queries, params, &mut mach)?;
     println!(
@@ -130,6 +134,10 @@ fn run(args: &Args) -> Result<bool, Error> {
         "searched {} queries, nprobe {}: policy {} ({} asked), {} lists probed = {:.1} MB, {:.2} ms, {:.1} GB/s on needed bytes",
         queries.len(), args.nprobe, out.policy.name(), args.policy.name(), out.probed_lists,
         out.needed_bytes as f64 / 1e6, out.seconds * 1e3, out.needed_bytes as f64 / out.seconds / 1e9
+    );
+    println!(
+        "lists: {} arrived by request, {} went ahead on the fault path, {} timed out waiting; GPU part {:.2} ms",
+        out.arrived, out.went_ahead, out.timed_out, out.gpu_seconds * 1e3
     );
     let n = args.recall_sample.min(queries.len());
     let found: Vec<Vec<cpu::Hit>> = (0..n)
