@@ -206,8 +206,8 @@ impl GpuIndex {
         let started = Instant::now();
 
         let dq = driver("cuMemcpyHtoD", s.clone_htod(&queries.data))?;
-        let ev_start = driver("cuEventCreate", self.gpu.context().new_event(None))?;
-        let ev_end = driver("cuEventCreate", self.gpu.context().new_event(None))?;
+        let ev_start = driver("cuEventCreate", self.gpu.context().new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)))?;
+        let ev_end = driver("cuEventCreate", self.gpu.context().new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)))?;
         driver("cuEventRecord", ev_start.record(s))?;
         let mut probes = driver("cuMemAlloc", s.alloc_zeros::<u32>(nq * nprobe))?;
         ivf_kernels::coarse::launch(

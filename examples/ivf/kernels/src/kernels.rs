@@ -34,24 +34,49 @@ fn insert(ds: &mut [f32], is: &mut [u32], n: usize, dist: f32, id: u32) {
     is[j] = id;
 }
 
-/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q`, one thread per query.
+/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q`. One warp per query
+/// (launch 32 threads per query): lanes split the centroids, each keeps its own sorted
+/// `nprobe` nearest, and the warp merges them by shuffles, nearest first (ties by index).
 #[kernel]
 pub fn coarse(queries: &[f32], centroids: &[f32], dim: u32, nprobe: u32, probes: &mut [u32]) {
     let dim = dim as usize;
     let nprobe = (nprobe as usize).min(MAX_NPROBE);
-    let q = global_index_x();
-    if dim == 0 || q >= queries.len() / dim {
-        return;
+    let q = global_index_x() / 32;
+    let lane = lane_id();
+    if dim == 0 || nprobe == 0 || q >= queries.len() / dim {
+        return; // warp-uniform: all 32 lanes of a warp share `q`
     }
     let mut ds = [f32::INFINITY; MAX_NPROBE];
     let mut is = [u32::MAX; MAX_NPROBE];
     let v = &queries[q * dim..(q + 1) * dim];
-    for c in 0..centroids.len() / dim {
+    let mut c = lane as usize;
+    while c < centroids.len() / dim {
         let d = l2(v, &centroids[c * dim..(c + 1) * dim]);
-        insert(&mut ds, &mut is, nprobe, d, c as u32);
+        if d < ds[nprobe - 1] || (d == ds[nprobe - 1] && (c as u32) < is[nprobe - 1]) {
+            insert(&mut ds, &mut is, nprobe, d, c as u32);
+        }
+        c += 32;
     }
+    let mut head = 0usize;
     for j in 0..nprobe {
-        probes[q * nprobe + j] = is[j];
+        let (mut bd, mut bi) = if head < nprobe { (ds[head], is[head]) } else { (f32::INFINITY, u32::MAX) };
+        let mut step = 16;
+        while step > 0 {
+            let od = warp::shfl_xor_f32(bd, step);
+            let oi = warp::shfl_xor_u32(bi, step);
+            if od < bd || (od == bd && oi < bi) {
+                bd = od;
+                bi = oi;
+            }
+            step /= 2;
+        }
+        // Centroid indices are distinct, so exactly one lane holds the winner.
+        if head < nprobe && is[head] == bi {
+            head += 1;
+        }
+        if lane == 0 {
+            probes[q * nprobe + j] = bi;
+        }
     }
 }
 
@@ -186,11 +211,13 @@ pub fn scan(
             while start < b {
                 let rows = core::cmp::min(rows_per_tile, b - start);
                 // Cooperative, coalesced copy of `rows` vectors into the padded tile.
-                let mut f = tid;
-                while f < rows * dim {
-                    let (r, c) = (f / dim, f % dim);
-                    tile.set(r * stride + c, lists[start * dim + f]);
-                    f += threads;
+                // 32-bit index arithmetic: 64-bit division is emulated and slow on the GPU.
+                let (rows32, dim32) = (rows as u32, dim as u32);
+                let mut f = tid as u32;
+                while f < rows32 * dim32 {
+                    let (r, c) = (f / dim32, f % dim32);
+                    tile.set((r * (dim32 + 1) + c) as usize, lists[start * dim + f as usize]);
+                    f += threads as u32;
                 }
                 sync_threads();
                 if pair != usize::MAX {
