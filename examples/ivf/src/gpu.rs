@@ -212,7 +212,7 @@ impl GpuIndex {
         let mut probes = driver("cuMemAlloc", s.alloc_zeros::<u32>(nq * nprobe))?;
         ivf_kernels::coarse::launch(
             s,
-            LaunchConfig::for_len(nq, 128),
+            LaunchConfig::for_len(nq * 32, 128),
             &dq,
             &self.centroids,
             dim as u32,
@@ -366,7 +366,7 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
         let mut probes = driver("cuMemAlloc", stream.alloc_zeros::<u32>(n))?;
         ivf_kernels::coarse::launch(
             &stream,
-            LaunchConfig::for_len(n, 128),
+            LaunchConfig::for_len(n * 32, 128),
             &dq,
             &dc,
             data.dim as u32,
