@@ -22,6 +22,9 @@ for line in sys.stdin:
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
         t = m["target"]
+        # proc-macro test binaries link libstd dynamically and hold no GPU tests
+        if "proc-macro" in t.get("kind", []):
+            continue
         name = (m["package_id"].split("#")[0].rsplit("/", 1)[-1] + "__" + t["name"]).replace("-", "_")
         shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
         print("test binary:", name)

@@ -206,8 +206,18 @@ impl GpuIndex {
         let started = Instant::now();
 
         let dq = driver("cuMemcpyHtoD", s.clone_htod(&queries.data))?;
-        let ev_start = driver("cuEventCreate", self.gpu.context().new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)))?;
-        let ev_end = driver("cuEventCreate", self.gpu.context().new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)))?;
+        let ev_start = driver(
+            "cuEventCreate",
+            self.gpu
+                .context()
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
+        )?;
+        let ev_end = driver(
+            "cuEventCreate",
+            self.gpu
+                .context()
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
+        )?;
         driver("cuEventRecord", ev_start.record(s))?;
         let mut probes = driver("cuMemAlloc", s.alloc_zeros::<u32>(nq * nprobe))?;
         ivf_kernels::coarse::launch(
@@ -292,7 +302,11 @@ impl GpuIndex {
         let mut cand_d = driver("cuMemAlloc", s.alloc_zeros::<f32>(pairs_total * K))?;
         let mut cand_i = driver("cuMemAlloc", s.alloc_zeros::<u32>(pairs_total * K))?;
         let sms = self.gpu.capabilities()?.sm_count.max(1);
-        let cap = if params.max_blocks == 0 { sms * 2 } else { params.max_blocks };
+        let cap = if params.max_blocks == 0 {
+            sms * 2
+        } else {
+            params.max_blocks
+        };
         let blocks = (m_host as u32).clamp(1, cap);
         let mut readiness = driver("cuMemAlloc", s.alloc_zeros::<u32>(nlist.max(1)))?;
         ivf_kernels::scan::launch(

@@ -16,12 +16,18 @@ mod kernels {
     /// # Safety
     /// The range must be readable; `sink` one `u32`.
     #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn touch_pages(base: *const u8, bytes: u64, stride: u64, sink: *mut u32) {
+    pub unsafe extern "gpu-kernel" fn touch_pages(
+        base: *const u8,
+        bytes: u64,
+        stride: u64,
+        sink: *mut u32,
+    ) {
         let mut i = global_index_x() as u64;
         let step = grid_stride_x() as u64;
         let mut acc = 0u32;
         while i * stride < bytes {
-            acc = acc.wrapping_add(core::ptr::read_volatile(base.add((i * stride) as usize)) as u32);
+            acc =
+                acc.wrapping_add(core::ptr::read_volatile(base.add((i * stride) as usize)) as u32);
             i += step;
         }
         atomic_add_u32(sink, acc);
@@ -32,7 +38,11 @@ mod kernels {
     /// # Safety
     /// `base` 16-byte aligned, `words` a multiple of 4, range readable; `sink` one `u32`.
     #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn read_words(base: *const [u32; 4], words: u64, sink: *mut u32) {
+    pub unsafe extern "gpu-kernel" fn read_words(
+        base: *const [u32; 4],
+        words: u64,
+        sink: *mut u32,
+    ) {
         let mut i = global_index_x();
         let step = grid_stride_x();
         let n = (words / 4) as usize;
@@ -117,7 +127,11 @@ mod kernels {
             if tid == 0 {
                 let next = i + (ahead as usize + 1) * blocks;
                 if next < n {
-                    queue.request(next as u32, *ptrs.add(next) as *const u8, *lens.add(next) as usize);
+                    queue.request(
+                        next as u32,
+                        *ptrs.add(next) as *const u8,
+                        *lens.add(next) as usize,
+                    );
                 }
                 let r = queue.wait_ready(i as u32);
                 *readiness.add(i) = match r {

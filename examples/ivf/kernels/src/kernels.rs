@@ -59,7 +59,11 @@ pub fn coarse(queries: &[f32], centroids: &[f32], dim: u32, nprobe: u32, probes:
     }
     let mut head = 0usize;
     for j in 0..nprobe {
-        let (mut bd, mut bi) = if head < nprobe { (ds[head], is[head]) } else { (f32::INFINITY, u32::MAX) };
+        let (mut bd, mut bi) = if head < nprobe {
+            (ds[head], is[head])
+        } else {
+            (f32::INFINITY, u32::MAX)
+        };
         let mut step = 16;
         while step > 0 {
             let od = warp::shfl_xor_f32(bd, step);
@@ -157,7 +161,11 @@ pub fn scan(
         if i < m {
             let (a, b) = list_range(i);
             if b > a {
-                queue.request(i as u32, lists.as_ptr().wrapping_add(a * dim), (b - a) * dim * 4);
+                queue.request(
+                    i as u32,
+                    lists.as_ptr().wrapping_add(a * dim),
+                    (b - a) * dim * 4,
+                );
             }
         }
     };
@@ -196,7 +204,11 @@ pub fn scan(
         while group < nq {
             // Warp `warp` takes query `group + warp` of this list (warp-uniform).
             let mine = group + warp;
-            let pair = if mine < nq { pairs[l * max_per_list as usize + mine] as usize } else { usize::MAX };
+            let pair = if mine < nq {
+                pairs[l * max_per_list as usize + mine] as usize
+            } else {
+                usize::MAX
+            };
             if pair != usize::MAX {
                 let q = pair / (nprobe as usize).max(1);
                 let mut d = lane as usize;
@@ -216,7 +228,10 @@ pub fn scan(
                 let mut f = tid as u32;
                 while f < rows32 * dim32 {
                     let (r, c) = (f / dim32, f % dim32);
-                    tile.set((r * (dim32 + 1) + c) as usize, lists[start * dim + f as usize]);
+                    tile.set(
+                        (r * (dim32 + 1) + c) as usize,
+                        lists[start * dim + f as usize],
+                    );
                     f += threads as u32;
                 }
                 sync_threads();
@@ -256,7 +271,11 @@ pub fn scan(
                 // Merge the 32 lanes' sorted lists: K rounds of a warp-wide minimum.
                 let mut head = 0usize;
                 for j in 0..K {
-                    let (mut bd, mut bi) = if head < K { (ds[head], is[head]) } else { (f32::INFINITY, u32::MAX) };
+                    let (mut bd, mut bi) = if head < K {
+                        (ds[head], is[head])
+                    } else {
+                        (f32::INFINITY, u32::MAX)
+                    };
                     let mut bl = lane;
                     let mut step = 16;
                     while step > 0 {

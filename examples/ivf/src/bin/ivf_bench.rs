@@ -198,7 +198,7 @@ fn run(args: &Args) -> Result<(), Error> {
             policy,
             ahead: 1,
             expected_passes: 2.0,
-        max_blocks: 0,
+            max_blocks: 0,
         };
 
         bar.set_message(format!("{pct}%: resident baseline"));
@@ -279,7 +279,7 @@ fn run(args: &Args) -> Result<(), Error> {
     let _ = writeln!(md, "| probed % | policy | ran | needed MB | cold ms | cold GB/s | % of pinned | x faults | warm ms | resident ms | warm / resident | cold GPU ms | lists arrived by request | same top-k |");
     let _ = writeln!(
         md,
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     let mut csv = String::from("probed_percent,policy,ran,needed_bytes,cold_s,cold_gbps,pinned_gbps,warm_s,resident_s,same_topk\n");
     for r in &rows {

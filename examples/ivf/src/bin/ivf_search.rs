@@ -118,7 +118,7 @@ fn run(args: &Args) -> Result<bool, Error> {
         policy: args.policy,
         ahead: 1,
         expected_passes: 1.0,
-    max_blocks: args.max_blocks,
+        max_blocks: args.max_blocks,
     };
     let out = index.search(&queries, params, &mut mach)?;
     println!(
