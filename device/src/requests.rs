@@ -254,7 +254,12 @@ mod mem {
         AtomicU32::from_ptr(p).swap(new, Ordering::AcqRel)
     }
     pub unsafe fn compare_exchange(p: *mut u32, expected: u32, new: u32) -> u32 {
-        match AtomicU32::from_ptr(p).compare_exchange(expected, new, Ordering::AcqRel, Ordering::Relaxed) {
+        match AtomicU32::from_ptr(p).compare_exchange(
+            expected,
+            new,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        ) {
             Ok(v) | Err(v) => v,
         }
     }

@@ -18,7 +18,11 @@ fn one_module_per_requested_architecture() {
     assert_eq!(archs, [70, 80, 90]);
     for (cc, text) in PTX {
         assert_eq!(ptx::target(text), Some(format!("sm_{cc}").as_str()));
-        assert_eq!(ptx::isa_version(text), Some("8.0"), "PTX ISA is pinned to 8.0");
+        assert_eq!(
+            ptx::isa_version(text),
+            Some("8.0"),
+            "PTX ISA is pinned to 8.0"
+        );
     }
     assert!(PTX_TOOLCHAIN.contains("LLVM"), "{PTX_TOOLCHAIN}");
 }
@@ -46,7 +50,10 @@ fn body(cc: u32, kernel: &str) -> &'static str {
 #[test]
 fn plain_l2_prefetch_everywhere() {
     for cc in [70, 80, 90] {
-        assert!(body(cc, "copy_prefetch_l2").contains("prefetch.global.L2 ["), "sm_{cc}");
+        assert!(
+            body(cc, "copy_prefetch_l2").contains("prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
     }
 }
 
@@ -54,13 +61,22 @@ fn plain_l2_prefetch_everywhere() {
 fn evict_last_only_from_sm_80() {
     let kernel = "copy_prefetch_l2_evict_last";
     assert!(!body(70, kernel).contains("L2::evict_last"));
-    assert!(body(70, kernel).contains("prefetch.global.L2 ["), "sm_70 falls back");
+    assert!(
+        body(70, kernel).contains("prefetch.global.L2 ["),
+        "sm_70 falls back"
+    );
     for cc in [80, 90] {
-        assert!(body(cc, kernel).contains("prefetch.global.L2::evict_last"), "sm_{cc}");
+        assert!(
+            body(cc, kernel).contains("prefetch.global.L2::evict_last"),
+            "sm_{cc}"
+        );
     }
     // And nowhere else: no other kernel uses it.
     for cc in [70, 80, 90] {
-        assert_eq!(module(cc).matches("L2::evict_last [").count(), if cc >= 80 { 1 } else { 0 });
+        assert_eq!(
+            module(cc).matches("L2::evict_last [").count(),
+            if cc >= 80 { 1 } else { 0 }
+        );
     }
 }
 
@@ -69,7 +85,10 @@ fn bulk_prefetch_only_on_sm_90() {
     let kernel = "copy_prefetch_bulk";
     for cc in [70, 80] {
         assert!(!module(cc).contains("cp.async.bulk"), "sm_{cc}");
-        assert!(body(cc, kernel).contains("prefetch.global.L2 ["), "sm_{cc} falls back");
+        assert!(
+            body(cc, kernel).contains("prefetch.global.L2 ["),
+            "sm_{cc} falls back"
+        );
     }
     assert!(body(90, kernel).contains("cp.async.bulk.prefetch.L2.global"));
 }
