@@ -50,7 +50,10 @@ if [ -z "$PYTHON" ]; then
     echo "setup: python3 not found; install python3 and pip to get ptxas/libdevice" >&2
     exit 1
 fi
-if "$PYTHON" -m pip show nvidia-cuda-nvcc-cu12 2>/dev/null | grep -q '^Version: 12.9.86$'; then
+# Capture first: `grep -q` stops reading early, and under pipefail pip's broken pipe would
+# count as "not installed".
+installed=$("$PYTHON" -m pip show nvidia-cuda-nvcc-cu12 2>/dev/null || true)
+if grep -q '^Version: 12.9.86$' <<<"$installed"; then
     echo "setup: ptxas + libdevice: $PIP_PACKAGE (already installed)"
 else
     echo "setup: installing PyPI package $PIP_PACKAGE (ptxas and libdevice, about 40 MB)"
