@@ -30,14 +30,15 @@ use crate::module::Module;
 
 /// A kernel argument passed by value as its bytes: what `#[kernel]` launchers use for
 /// `#[repr(C)]` plain-data parameters such as `lookahead_device::requests::RequestQueue`.
-/// Only the macro constructs it, for types whose layout is the kernel parameter's.
+/// Only the macro, and hand-written launches of the project's own kernels (`lookahead-uvm`),
+/// construct it, for types whose layout is the kernel parameter's.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 #[repr(transparent)]
 pub struct ByValue<T: Copy>(pub T);
 
-// SAFETY: `#[kernel]` wraps only `#[repr(C)]`, `Copy` types made of integers and addresses
-// (the request queue), whose bytes are exactly the PTX entry's by-value parameter.
+// SAFETY: `#[kernel]` and `lookahead-uvm` wrap only `#[repr(C)]`, `Copy` types made of integers
+// and addresses (the request queue), whose bytes are exactly the PTX entry's by-value parameter.
 unsafe impl<T: Copy> cudarc::driver::DeviceRepr for ByValue<T> {}
 
 /// Most threads per block on every architecture Lookahead targets.

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use lookahead::launch::ByValue;
 use lookahead::{Error, Gpu, Module, Result};
 use lookahead_device::requests::RequestQueue;
 
@@ -13,15 +14,6 @@ mod ptx {
 
 /// The device toolchain that compiled this crate's kernels.
 pub const KERNELS_TOOLCHAIN: &str = ptx::PTX_TOOLCHAIN;
-
-/// A [`RequestQueue`] as a kernel argument (passed by value, `#[repr(C)]`).
-#[repr(transparent)]
-#[derive(Debug, Clone, Copy)]
-pub struct QueueArg(pub RequestQueue);
-
-// SAFETY: `RequestQueue` is `#[repr(C)]`, `Copy`, and holds only addresses and integers,
-// which is exactly what the kernels' by-value parameter expects.
-unsafe impl DeviceRepr for QueueArg {}
 
 /// The loaded kernels.
 #[derive(Debug, Clone)]
@@ -120,7 +112,7 @@ impl UvmKernels {
     ) -> Result<()> {
         let f = self.module.function("publish_ranges")?;
         let mut l = stream.launch_builder(&f);
-        let q = QueueArg(queue);
+        let q = ByValue(queue);
         l.arg(&q).arg(&ptrs).arg(&lens).arg(&n).arg(&outcomes);
         let cfg = LaunchConfig::for_num_elems(n.max(1));
         // SAFETY: as declared; arrays hold `n` entries.
@@ -143,7 +135,7 @@ impl UvmKernels {
     ) -> Result<()> {
         let f = self.module.function("request_and_sum")?;
         let mut l = stream.launch_builder(&f);
-        let q = QueueArg(queue);
+        let q = ByValue(queue);
         l.arg(&q)
             .arg(&ptrs)
             .arg(&lens)

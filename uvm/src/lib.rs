@@ -21,7 +21,7 @@ pub mod probe;
 pub mod ring;
 pub mod service;
 
-pub use kernels::{QueueArg, UvmKernels};
+pub use kernels::UvmKernels;
 pub use policy::{AccessPattern, Estimate, Policy};
 pub use probe::MachineProfile;
 pub use ring::{Request, RequestRing};
