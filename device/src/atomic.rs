@@ -35,46 +35,69 @@ pub trait AtomicCas: Copy {
     unsafe fn atomic_cas_ptr(ptr: *mut Self, expected: Self, new: Self) -> Self;
 }
 
+// On the host (the emulator) each operation is the `core::sync::atomic` one on the same
+// address: blocks run on several host threads, so these must be real atomics there too.
+#[cfg(not(target_arch = "nvptx64"))]
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::SeqCst};
+
 macro_rules! atom {
-    ($tr:ident, $method:ident, $ty:ty, $instr:literal, $reg:ident) => {
+    ($tr:ident, $method:ident, $ty:ty, $instr:literal, $reg:ident, $host:expr) => {
         impl $tr for $ty {
             #[inline(always)]
             unsafe fn $method(ptr: *mut Self, value: Self) -> Self {
-                on_gpu!(concat!("atomic::", $instr), [ptr, value], {
-                    let old: $ty;
-                    core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
-                    old
-                })
+                gpu_or_host!(
+                    {
+                        let old: $ty;
+                        core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
+                        old
+                    },
+                    ($host)(ptr, value)
+                )
             }
         }
     };
 }
 
-atom!(AtomicAdd, atomic_add_ptr, f32, "atom.add.f32", reg32);
-atom!(AtomicAdd, atomic_add_ptr, u32, "atom.add.u32", reg32);
-atom!(AtomicAdd, atomic_add_ptr, u64, "atom.add.u64", reg64);
-atom!(AtomicMax, atomic_max_ptr, u32, "atom.max.u32", reg32);
-atom!(AtomicMax, atomic_max_ptr, i32, "atom.max.s32", reg32);
-atom!(AtomicMax, atomic_max_ptr, u64, "atom.max.u64", reg64);
-atom!(AtomicMax, atomic_max_ptr, i64, "atom.max.s64", reg64);
+atom!(AtomicAdd, atomic_add_ptr, f32, "atom.add.f32", reg32, |p: *mut f32, v: f32| {
+    let a = AtomicU32::from_ptr(p as *mut u32);
+    let mut old = a.load(SeqCst);
+    loop {
+        let new = (f32::from_bits(old) + v).to_bits();
+        match a.compare_exchange_weak(old, new, SeqCst, SeqCst) {
+            Ok(_) => break f32::from_bits(old),
+            Err(seen) => old = seen,
+        }
+    }
+});
+atom!(AtomicAdd, atomic_add_ptr, u32, "atom.add.u32", reg32, |p, v| AtomicU32::from_ptr(p).fetch_add(v, SeqCst));
+atom!(AtomicAdd, atomic_add_ptr, u64, "atom.add.u64", reg64, |p, v| AtomicU64::from_ptr(p).fetch_add(v, SeqCst));
+atom!(AtomicMax, atomic_max_ptr, u32, "atom.max.u32", reg32, |p, v| AtomicU32::from_ptr(p).fetch_max(v, SeqCst));
+atom!(AtomicMax, atomic_max_ptr, i32, "atom.max.s32", reg32, |p, v| AtomicI32::from_ptr(p).fetch_max(v, SeqCst));
+atom!(AtomicMax, atomic_max_ptr, u64, "atom.max.u64", reg64, |p, v| AtomicU64::from_ptr(p).fetch_max(v, SeqCst));
+atom!(AtomicMax, atomic_max_ptr, i64, "atom.max.s64", reg64, |p, v| AtomicI64::from_ptr(p).fetch_max(v, SeqCst));
 
 macro_rules! cas {
-    ($ty:ty, $instr:literal, $reg:ident) => {
+    ($ty:ty, $instr:literal, $reg:ident, $atomic:ident) => {
         impl AtomicCas for $ty {
             #[inline(always)]
             unsafe fn atomic_cas_ptr(ptr: *mut Self, expected: Self, new: Self) -> Self {
-                on_gpu!(concat!("atomic::", $instr), [ptr, expected, new], {
-                    let old: $ty;
-                    core::arch::asm!(concat!($instr, " {old}, [{ptr}], {e}, {n};"), old = out($reg) old, ptr = in(reg64) ptr, e = in($reg) expected, n = in($reg) new, options(nostack));
-                    old
-                })
+                gpu_or_host!(
+                    {
+                        let old: $ty;
+                        core::arch::asm!(concat!($instr, " {old}, [{ptr}], {e}, {n};"), old = out($reg) old, ptr = in(reg64) ptr, e = in($reg) expected, n = in($reg) new, options(nostack));
+                        old
+                    },
+                    match $atomic::from_ptr(ptr).compare_exchange(expected, new, SeqCst, SeqCst) {
+                        Ok(v) | Err(v) => v,
+                    }
+                )
             }
         }
     };
 }
 
-cas!(u32, "atom.cas.b32", reg32);
-cas!(u64, "atom.cas.b64", reg64);
+cas!(u32, "atom.cas.b32", reg32, AtomicU32);
+cas!(u64, "atom.cas.b64", reg64, AtomicU64);
 
 /// Atomically adds `value` to `*slot` and returns the previous value (`atom.add.{f32,u32,u64}`).
 #[inline(always)]

@@ -1,41 +1,44 @@
 //! Thread, block and grid coordinates (PTX special registers) and global-index helpers.
 
 macro_rules! special_register {
-    ($(#[$doc:meta] $name:ident => $intr:ident;)*) => {$(
+    ($(#[$doc:meta] $name:ident => $intr:ident, $field:ident[$d:literal];)*) => {$(
         #[$doc]
         #[inline(always)]
         pub fn $name() -> u32 {
-            // SAFETY: reads a special register; always valid inside a kernel.
-            on_gpu!(stringify!($name), [], unsafe { core::arch::nvptx::$intr() as u32 })
+            gpu_or_host!(
+                // SAFETY: reads a special register; always valid inside a kernel.
+                unsafe { core::arch::nvptx::$intr() as u32 },
+                lookahead_emu::hooks::coords(concat!("index::", stringify!($name))).$field[$d]
+            )
         }
     )*};
 }
 
 special_register! {
     /// Thread index within its block, x dimension (`%tid.x`).
-    thread_idx_x => _thread_idx_x;
+    thread_idx_x => _thread_idx_x, thread_idx[0];
     /// Thread index within its block, y dimension (`%tid.y`).
-    thread_idx_y => _thread_idx_y;
+    thread_idx_y => _thread_idx_y, thread_idx[1];
     /// Thread index within its block, z dimension (`%tid.z`).
-    thread_idx_z => _thread_idx_z;
+    thread_idx_z => _thread_idx_z, thread_idx[2];
     /// Block index within the grid, x dimension (`%ctaid.x`).
-    block_idx_x => _block_idx_x;
+    block_idx_x => _block_idx_x, block_idx[0];
     /// Block index within the grid, y dimension (`%ctaid.y`).
-    block_idx_y => _block_idx_y;
+    block_idx_y => _block_idx_y, block_idx[1];
     /// Block index within the grid, z dimension (`%ctaid.z`).
-    block_idx_z => _block_idx_z;
+    block_idx_z => _block_idx_z, block_idx[2];
     /// Threads per block, x dimension (`%ntid.x`).
-    block_dim_x => _block_dim_x;
+    block_dim_x => _block_dim_x, block_dim[0];
     /// Threads per block, y dimension (`%ntid.y`).
-    block_dim_y => _block_dim_y;
+    block_dim_y => _block_dim_y, block_dim[1];
     /// Threads per block, z dimension (`%ntid.z`).
-    block_dim_z => _block_dim_z;
+    block_dim_z => _block_dim_z, block_dim[2];
     /// Blocks per grid, x dimension (`%nctaid.x`).
-    grid_dim_x => _grid_dim_x;
+    grid_dim_x => _grid_dim_x, grid_dim[0];
     /// Blocks per grid, y dimension (`%nctaid.y`).
-    grid_dim_y => _grid_dim_y;
+    grid_dim_y => _grid_dim_y, grid_dim[1];
     /// Blocks per grid, z dimension (`%nctaid.z`).
-    grid_dim_z => _grid_dim_z;
+    grid_dim_z => _grid_dim_z, grid_dim[2];
 }
 
 /// Threads per warp.

@@ -8,25 +8,24 @@
 //! `asm!` themselves.
 //!
 //! ## On the host
-//! The same API exists when the crate is compiled for the host, so that `#[kernel]` bodies
-//! are type-checked by a stable host compiler too (the host side of a kernel crate gets its
-//! typed launchers from the same source). The view types ([`DeviceSlice`], [`ManagedSlice`],
-//! ...) are plain Rust and work everywhere; every instruction wrapper panics with
-//! "runs only on the GPU" if a host program actually calls it.
+//! The same API exists when the crate is compiled for the host: `#[kernel]` bodies are
+//! type-checked by a stable host compiler, and they run on the CPU emulator
+//! (`lookahead-emu`, launched through `lookahead::emu::Emulator`), where every intrinsic has
+//! its GPU meaning: per-thread indices, block barriers, per-block shared memory, warp
+//! shuffles and votes, host atomics, and prefetches recorded in a trace. Calling an
+//! intrinsic that needs a thread (an index, a barrier) outside an emulated launch panics
+//! with a message saying so.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![warn(missing_docs)]
 
-/// Evaluates `$gpu` on the GPU; on the host, marks `$used` as used and panics when called.
-macro_rules! on_gpu {
-    ($name:expr, [$($used:expr),*], $gpu:expr) => {{
+/// `$gpu` on the GPU; `$host`, the CPU emulator's implementation, on the host.
+macro_rules! gpu_or_host {
+    ($gpu:expr, $host:expr) => {{
         #[cfg(target_arch = "nvptx64")]
         let r = $gpu;
         #[cfg(not(target_arch = "nvptx64"))]
-        let r = {
-            let _ = ($(&$used,)*);
-            $crate::host_only($name)
-        };
+        let r = $host;
         r
     }};
 }
@@ -44,9 +43,10 @@ pub mod warp;
 
 pub use shared::SharedArray;
 
+/// The emulator hooks the host build calls (used by `shared_array!`'s expansion).
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
-pub use shared::__host_only_shared;
+pub use lookahead_emu as __emu;
 
 /// Device-side macros, re-exported so a kernel crate needs only this crate (see
 /// `lookahead-macros` for their documentation).
@@ -63,12 +63,4 @@ pub mod prelude {
     pub use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut};
     pub use crate::warp;
     pub use crate::SharedArray;
-}
-
-/// Called by the host build of a device-only instruction wrapper.
-#[cfg(not(target_arch = "nvptx64"))]
-#[cold]
-#[track_caller]
-pub(crate) fn host_only<T>(name: &str) -> T {
-    panic!("lookahead_device::{name} runs only on the GPU (nvptx64); on the host it exists so kernel bodies type-check")
 }

@@ -36,36 +36,42 @@ macro_rules! needs_arch {
 // own loads above the prefetch (both only read), so the hint is issued after the data it should
 // overlap (measured 18% slower on `reduce_bulk_d4`, see docs/rust-vs-cuda.md). Without it the
 // asm is ordered against memory accesses, as `asm volatile` is in CUDA C++.
+#[cfg(not(target_arch = "nvptx64"))]
+use lookahead_emu::{hooks, Instruction};
+
 macro_rules! prefetch_insn {
-    ($(#[$doc:meta])* $name:ident, $insn:literal $(, needs $feature:literal, $msg:literal)?) => {
+    ($(#[$doc:meta])* $name:ident, $insn:literal, $emu:ident $(, needs $feature:literal, $msg:literal)?) => {
         $(#[$doc])*
         #[inline(always)]
         pub fn $name<T>(ptr: *const T) {
             $(needs_arch!($feature, $msg);)?
-            // SAFETY: a prefetch of any address is a hint and cannot fault.
-            on_gpu!(concat!("prefetch::", stringify!($name)), [ptr], unsafe {
-                core::arch::asm!(concat!($insn, " [{p}];"), p = in(reg64) ptr, options(nostack, preserves_flags))
-            })
+            gpu_or_host!(
+                // SAFETY: a prefetch of any address is a hint and cannot fault.
+                unsafe {
+                    core::arch::asm!(concat!($insn, " [{p}];"), p = in(reg64) ptr, options(nostack, preserves_flags))
+                },
+                hooks::prefetch(Instruction::$emu, ptr as usize, 1)
+            )
         }
     };
 }
 
 prefetch_insn!(
     /// Brings the line holding `ptr` into L1 (`prefetch.global.L1`, any architecture).
-    prefetch_l1, "prefetch.global.L1"
+    prefetch_l1, "prefetch.global.L1", L1
 );
 prefetch_insn!(
     /// Brings the line holding `ptr` into L2 (`prefetch.global.L2`, any architecture).
-    prefetch_l2, "prefetch.global.L2"
+    prefetch_l2, "prefetch.global.L2", L2
 );
 prefetch_insn!(
     /// Brings the line into L2 with the evict-last priority (`prefetch.global.L2::evict_last`).
-    prefetch_l2_evict_last, "prefetch.global.L2::evict_last",
+    prefetch_l2_evict_last, "prefetch.global.L2::evict_last", L2EvictLast,
     needs "sm_80", "prefetch_l2_evict_last (prefetch.global.L2::evict_last) needs sm_80 (Ampere) or newer; use prefetch_l2 on older GPUs"
 );
 prefetch_insn!(
     /// Brings the line into L2 with the normal eviction priority (`prefetch.global.L2::evict_normal`).
-    prefetch_l2_evict_normal, "prefetch.global.L2::evict_normal",
+    prefetch_l2_evict_normal, "prefetch.global.L2::evict_normal", L2EvictNormal,
     needs "sm_80", "prefetch_l2_evict_normal (prefetch.global.L2::evict_normal) needs sm_80 (Ampere) or newer"
 );
 
@@ -79,9 +85,13 @@ pub fn apply_priority_evict_normal<T>(ptr: *const T) {
         "apply_priority_evict_normal (applypriority) needs sm_80 (Ampere) or newer"
     );
     // SAFETY: a cache-priority hint cannot fault.
-    on_gpu!("prefetch::apply_priority_evict_normal", [ptr], unsafe {
-        core::arch::asm!("applypriority.global.L2::evict_normal [{p}], 128;", p = in(reg64) ptr, options(nostack, preserves_flags))
-    })
+    gpu_or_host!(
+        unsafe {
+            core::arch::asm!("applypriority.global.L2::evict_normal [{p}], 128;", p = in(reg64) ptr, options(nostack, preserves_flags))
+        },
+        // A cache-priority change has no meaning on the host.
+        { let _ = ptr; }
+    )
 }
 
 /// Asks the bulk-copy engine to prefetch `bytes` bytes at `ptr` into L2
@@ -96,9 +106,10 @@ pub unsafe fn bulk_prefetch_l2<T>(ptr: *const T, bytes: u32) {
         "sm_90",
         "bulk_prefetch_l2 (cp.async.bulk.prefetch.L2.global) needs sm_90 (Hopper) or newer; use bulk_prefetch_slice_portable to fall back to per-line prefetches"
     );
-    on_gpu!("prefetch::bulk_prefetch_l2", [ptr, bytes], {
-        core::arch::asm!("cp.async.bulk.prefetch.L2.global [{p}], {n};", p = in(reg64) ptr, n = in(reg32) bytes, options(nostack, preserves_flags))
-    })
+    gpu_or_host!(
+        core::arch::asm!("cp.async.bulk.prefetch.L2.global [{p}], {n};", p = in(reg64) ptr, n = in(reg32) bytes, options(nostack, preserves_flags)),
+        hooks::prefetch(Instruction::BulkL2, ptr as usize, bytes as usize)
+    )
 }
 
 /// The 16-byte-aligned cover `[start, end)` of `bytes` bytes at `addr`: the bulk prefetch
@@ -113,7 +124,6 @@ pub const fn bulk_cover(addr: usize, bytes: usize) -> (usize, usize) {
 pub const BULK_PIECE: usize = 1 << 30;
 
 #[inline(always)]
-#[allow(dead_code)]
 fn bulk_bytes(addr: usize, bytes: usize) {
     if bytes == 0 {
         return;
@@ -153,11 +163,7 @@ pub fn bulk_prefetch_slice<T>(data: &[T]) {
         "sm_90",
         "bulk_prefetch_slice (cp.async.bulk.prefetch.L2.global) needs sm_90 (Hopper) or newer; use bulk_prefetch_slice_portable to fall back to per-line prefetches"
     );
-    on_gpu!(
-        "prefetch::bulk_prefetch_slice",
-        [data],
-        bulk_bytes(data.as_ptr() as usize, core::mem::size_of_val(data))
-    )
+    bulk_bytes(data.as_ptr() as usize, core::mem::size_of_val(data))
 }
 
 /// [`bulk_prefetch_slice`] on sm_90 and later; one `prefetch.global.L2` per 128-byte line on
@@ -169,9 +175,10 @@ pub fn bulk_prefetch_slice_portable<T>(data: &[T]) {
 
 #[inline(always)]
 fn region_l2_bulk_portable(addr: usize, bytes: usize) {
-    #[cfg(target_feature = "sm_90")]
+    // The emulator (host) models an sm_90 GPU.
+    #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
     bulk_bytes(addr, bytes);
-    #[cfg(not(target_feature = "sm_90"))]
+    #[cfg(all(target_arch = "nvptx64", not(target_feature = "sm_90")))]
     lines(addr, bytes, prefetch_l2);
 }
 
@@ -364,5 +371,38 @@ impl<S: PrefetchSource + ?Sized> PrefetchSource for Snapshot<S> {
     #[inline(always)]
     fn region(&self) -> (usize, usize, usize) {
         self.region
+    }
+}
+
+/// Marks the `#[prefetch_next]` loop iteration a thread is running, for the emulator's
+/// prefetch trace (`#[prefetch_next]` creates one per iteration). On the GPU it is an empty
+/// value that compiles to nothing.
+#[doc(hidden)]
+#[must_use]
+pub struct IterationScope {
+    #[cfg(not(target_arch = "nvptx64"))]
+    previous: Option<usize>,
+}
+
+impl IterationScope {
+    /// Enters iteration `i` until the returned scope is dropped.
+    #[inline(always)]
+    pub fn enter(i: usize) -> Self {
+        gpu_or_host!(
+            {
+                let _ = i;
+                IterationScope {}
+            },
+            IterationScope {
+                previous: hooks::set_iteration(Some(i)),
+            }
+        )
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl Drop for IterationScope {
+    fn drop(&mut self) {
+        hooks::set_iteration(self.previous);
     }
 }

@@ -280,6 +280,7 @@ mod mem {
         START.get_or_init(Instant::now).elapsed().as_nanos() as u64
     }
     pub fn pause() {
-        std::thread::yield_now();
+        // In an emulated kernel, let the block's other threads run; else yield the thread.
+        lookahead_emu::hooks::sleep();
     }
 }

@@ -54,17 +54,17 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     /// Reads element `i` (bounds-checked).
     #[inline(always)]
     pub fn get(&self, i: usize) -> T {
-        assert!(i < N, "shared array index out of bounds");
+        check_index(i, N);
         // SAFETY: in bounds of the array `from_generic_ptr` was given.
-        unsafe { self.ptr.add(i).read() }
+        unsafe { self.get_unchecked(i) }
     }
 
     /// Writes element `i` (bounds-checked).
     #[inline(always)]
     pub fn set(&self, i: usize, value: T) {
-        assert!(i < N, "shared array index out of bounds");
+        check_index(i, N);
         // SAFETY: as in `get`.
-        unsafe { self.ptr.add(i).write(value) }
+        unsafe { self.set_unchecked(i, value) }
     }
 
     /// Reads element `i` without a bounds check.
@@ -73,6 +73,8 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     /// `i < N`.
     #[inline(always)]
     pub unsafe fn get_unchecked(&self, i: usize) -> T {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::__emu::hooks::shared_access(self.ptr as *const u8, N, i, false);
         self.ptr.add(i).read()
     }
 
@@ -82,6 +84,8 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     /// `i < N`.
     #[inline(always)]
     pub unsafe fn set_unchecked(&self, i: usize, value: T) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::__emu::hooks::shared_access(self.ptr as *const u8, N, i, true);
         self.ptr.add(i).write(value)
     }
 
@@ -91,7 +95,7 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     where
         T: crate::atomic::AtomicAdd,
     {
-        assert!(i < N, "shared array index out of bounds");
+        check_index(i, N);
         // SAFETY: in bounds and aligned.
         unsafe { T::atomic_add_ptr(self.ptr.add(i), value) }
     }
@@ -103,11 +107,32 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     }
 }
 
-/// Converts the `.shared` symbol's address to a generic pointer (used by `shared_array!`).
+#[inline(always)]
+fn check_index(i: usize, len: usize) {
+    if i >= len {
+        out_of_bounds(i, len)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_bounds(i: usize, len: usize) -> ! {
+    // The GPU's trapping panic handler prints nothing, so it gets no formatting code.
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let _ = (i, len);
+        panic!("shared array index out of bounds")
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    panic!("shared array index out of bounds: the len is {len} but the index is {i}")
+}
+
+/// Converts the `.shared` symbol's address to a generic pointer (used by `shared_array!`);
+/// on the host, the emulated block's array for this call site.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __shared_generic_ptr {
-    ($sym:literal) => {{
+    ($sym:literal, $site:expr, $ty:ty, $len:expr) => {{
         #[cfg(target_arch = "nvptx64")]
         let p: u64 = {
             let p: u64;
@@ -118,13 +143,12 @@ macro_rules! __shared_generic_ptr {
             p
         };
         #[cfg(not(target_arch = "nvptx64"))]
-        let p: u64 = $crate::__host_only_shared();
+        let p: u64 = $crate::__emu::hooks::shared_array(
+            $sym,
+            $site,
+            ::core::mem::size_of::<[$ty; $len]>(),
+            ::core::mem::align_of::<$ty>(),
+        ) as u64;
         p
     }};
-}
-
-#[doc(hidden)]
-#[cfg(not(target_arch = "nvptx64"))]
-pub fn __host_only_shared() -> u64 {
-    crate::host_only("shared_array!")
 }

@@ -5,36 +5,40 @@
 #[inline(always)]
 pub fn sync_threads() {
     // SAFETY: a barrier has no memory-safety preconditions.
-    on_gpu!("sync::sync_threads", [], unsafe {
-        core::arch::nvptx::_syncthreads()
-    })
+    gpu_or_host!(
+        unsafe { core::arch::nvptx::_syncthreads() },
+        lookahead_emu::hooks::sync_threads()
+    )
 }
 
 /// Orders this thread's memory accesses as seen by the threads of its block (`fence.acq_rel.cta`).
 #[inline(always)]
 pub fn fence_block() {
     // SAFETY: a fence has no preconditions.
-    on_gpu!("sync::fence_block", [], unsafe {
-        core::arch::asm!("fence.acq_rel.cta;", options(nostack))
-    })
+    gpu_or_host!(
+        unsafe { core::arch::asm!("fence.acq_rel.cta;", options(nostack)) },
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst)
+    )
 }
 
 /// Orders this thread's memory accesses as seen by all threads of the GPU (`fence.acq_rel.gpu`).
 #[inline(always)]
 pub fn fence_gpu() {
     // SAFETY: a fence has no preconditions.
-    on_gpu!("sync::fence_gpu", [], unsafe {
-        core::arch::asm!("fence.acq_rel.gpu;", options(nostack))
-    })
+    gpu_or_host!(
+        unsafe { core::arch::asm!("fence.acq_rel.gpu;", options(nostack)) },
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst)
+    )
 }
 
 /// Orders this thread's memory accesses as seen by the host and peers (`fence.acq_rel.sys`).
 #[inline(always)]
 pub fn fence_system() {
     // SAFETY: a fence has no preconditions.
-    on_gpu!("sync::fence_system", [], unsafe {
-        core::arch::asm!("fence.acq_rel.sys;", options(nostack))
-    })
+    gpu_or_host!(
+        unsafe { core::arch::asm!("fence.acq_rel.sys;", options(nostack)) },
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst)
+    )
 }
 
 /// Suspends the thread for about `ns` nanoseconds (`nanosleep.u32`, sm_70 and later; the
@@ -42,7 +46,12 @@ pub fn fence_system() {
 #[inline(always)]
 pub fn nanosleep(ns: u32) {
     // SAFETY: sleeping has no preconditions.
-    on_gpu!("sync::nanosleep", [ns], unsafe {
-        core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) ns, options(nostack))
-    })
+    gpu_or_host!(
+        unsafe { core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) ns, options(nostack)) },
+        {
+            // The emulator lets the block's other threads run instead of sleeping.
+            let _ = ns;
+            lookahead_emu::hooks::sleep()
+        }
+    )
 }

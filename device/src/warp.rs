@@ -4,38 +4,47 @@
 /// All 32 lanes of the warp.
 pub const FULL_MASK: u32 = 0xffff_ffff;
 
+#[cfg(not(target_arch = "nvptx64"))]
+use lookahead_emu::{hooks, ShuffleMode, WarpOp};
+
 macro_rules! shfl {
-    ($(#[$doc:meta])* $name:ident, $mode:literal, $clamp:literal) => {
+    ($(#[$doc:meta])* $name:ident, $mode:literal, $clamp:literal, $emu_mode:ident) => {
         $(#[$doc])*
         #[inline(always)]
         pub fn $name(value: u32, lane_arg: u32) -> u32 {
-            on_gpu!(concat!("warp::", stringify!($name)), [value, lane_arg], {
-                let out: u32;
-                // SAFETY: a register exchange between the lanes of a full warp.
-                unsafe {
-                    core::arch::asm!(concat!("shfl.sync.", $mode, ".b32 {out}, {v}, {d}, ", $clamp, ", {m};"), out = out(reg32) out, v = in(reg32) value, d = in(reg32) lane_arg, m = in(reg32) FULL_MASK, options(nostack));
-                }
-                out
-            })
+            gpu_or_host!(
+                {
+                    let out: u32;
+                    // SAFETY: a register exchange between the lanes of a full warp.
+                    unsafe {
+                        core::arch::asm!(concat!("shfl.sync.", $mode, ".b32 {out}, {v}, {d}, ", $clamp, ", {m};"), out = out(reg32) out, v = in(reg32) value, d = in(reg32) lane_arg, m = in(reg32) FULL_MASK, options(nostack));
+                    }
+                    out
+                },
+                hooks::warp_op(
+                    concat!("warp::", stringify!($name)),
+                    WarpOp::Shuffle { mode: ShuffleMode::$emu_mode, value, arg: lane_arg },
+                )
+            )
         }
     };
 }
 
 shfl!(
     /// `value` from lane `lane_id + delta`; lanes past the end keep their own (`shfl.sync.down.b32`).
-    shfl_down_u32, "down", "0x1f"
+    shfl_down_u32, "down", "0x1f", Down
 );
 shfl!(
     /// `value` from lane `lane_id - delta`; lanes before 0 keep their own (`shfl.sync.up.b32`).
-    shfl_up_u32, "up", "0"
+    shfl_up_u32, "up", "0", Up
 );
 shfl!(
     /// `value` from lane `lane_id ^ mask` (`shfl.sync.bfly.b32`), the butterfly of reductions.
-    shfl_xor_u32, "bfly", "0x1f"
+    shfl_xor_u32, "bfly", "0x1f", Xor
 );
 shfl!(
     /// `value` from lane `src` (`shfl.sync.idx.b32`), a broadcast when all lanes pass the same `src`.
-    shfl_idx_u32, "idx", "0x1f"
+    shfl_idx_u32, "idx", "0x1f", Idx
 );
 
 /// [`shfl_down_u32`] for `f32`.
@@ -68,11 +77,11 @@ pub fn warp_sum_f32(mut value: f32) -> f32 {
 }
 
 macro_rules! vote_pred {
-    ($(#[$doc:meta])* $name:ident, $mode:literal) => {
+    ($(#[$doc:meta])* $name:ident, $mode:literal, $emu_op:ident) => {
         $(#[$doc])*
         #[inline(always)]
         pub fn $name(predicate: bool) -> bool {
-            on_gpu!(concat!("warp::", stringify!($name)), [predicate], {
+            gpu_or_host!({
                 let out: u32;
                 // SAFETY: a warp vote over a full warp.
                 unsafe {
@@ -84,24 +93,25 @@ macro_rules! vote_pred {
                         out = out(reg32) out, pin = in(reg32) predicate as u32, m = in(reg32) FULL_MASK, options(nostack));
                 }
                 out != 0
-            })
+            },
+            hooks::warp_op(concat!("warp::", stringify!($name)), WarpOp::$emu_op(predicate)) != 0)
         }
     };
 }
 
 vote_pred!(
     /// Whether `predicate` holds in every lane of the warp (`vote.sync.all.pred`).
-    vote_all, "all"
+    vote_all, "all", All
 );
 vote_pred!(
     /// Whether `predicate` holds in any lane of the warp (`vote.sync.any.pred`).
-    vote_any, "any"
+    vote_any, "any", Any
 );
 
 /// Bit `k` set when `predicate` holds in lane `k` (`vote.sync.ballot.b32`).
 #[inline(always)]
 pub fn ballot(predicate: bool) -> u32 {
-    on_gpu!("warp::ballot", [predicate], {
+    gpu_or_host!({
         let out: u32;
         // SAFETY: a warp vote over a full warp.
         unsafe {
@@ -112,18 +122,23 @@ pub fn ballot(predicate: bool) -> u32 {
                 out = out(reg32) out, pin = in(reg32) predicate as u32, m = in(reg32) FULL_MASK, options(nostack));
         }
         out
-    })
+    },
+    hooks::warp_op("warp::ballot", WarpOp::Ballot(predicate)))
 }
 
 /// The lanes currently executing this instruction together (`activemask.b32`).
 #[inline(always)]
 pub fn active_mask() -> u32 {
-    on_gpu!("warp::active_mask", [], {
-        let out: u32;
-        // SAFETY: reads the active-lane mask.
-        unsafe {
-            core::arch::asm!("activemask.b32 {out};", out = out(reg32) out, options(nostack))
-        };
-        out
-    })
+    gpu_or_host!(
+        {
+            let out: u32;
+            // SAFETY: reads the active-lane mask.
+            unsafe {
+                core::arch::asm!("activemask.b32 {out};", out = out(reg32) out, options(nostack))
+            };
+            out
+        },
+        // The emulator's lanes are converged at every instruction: the lanes not exited.
+        hooks::active_mask()
+    )
 }

@@ -131,6 +131,9 @@ pub enum Error {
         /// The lengths involved, as `name = len`.
         lengths: String,
     },
+    /// An emulated launch found a deadlock or a data race in the kernel.
+    #[error(transparent)]
+    Emulator(#[from] lookahead_emu::EmuError),
     /// The driver refused to launch a kernel.
     #[error("launching kernel `{kernel}` failed: {source}")]
     Launch {

@@ -177,19 +177,165 @@ pub fn check_min_len(
     Ok(())
 }
 
-/// Where a typed launch goes: which module its kernel comes from and which stream it is
-/// queued on. Implemented for [`Gpu`] (its default stream), a cudarc `Arc<CudaStream>` and
-/// [`Launcher`].
+/// Where a typed launch goes. Implemented for the GPU targets ([`Gpu`], its default stream;
+/// a cudarc `Arc<CudaStream>`; a [`Launcher`]), whose kernels take GPU allocations, and for
+/// the CPU emulator ([`crate::emu::Emulator`]), whose kernels take host memory (`Vec<T>`,
+/// `[T]`). [`LaunchOn::Memory`] ties the two: a launcher's slice arguments must be
+/// [`KernelSlice`]s of the target's memory, checked at compile time.
 pub trait LaunchOn {
-    /// The kernel `name` from the best module of `ptx` for this device.
-    fn kernel_function(
+    /// The memory the kernel's slices live in: [`GpuMemory`] or [`HostMemory`].
+    type Memory: MemorySpace;
+    /// Looks up kernel `name` (for the GPU: in the best module of `ptx` for the device).
+    fn prepare(
         &self,
         ptx: &'static [(u32, &'static str)],
-        name: &str,
-    ) -> Result<CudaFunction>;
-    /// The stream the launch is queued on.
-    fn launch_stream(&self) -> &Arc<CudaStream>;
+        name: &'static str,
+    ) -> Result<<Self::Memory as MemorySpace>::Prepared>;
 }
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// How kernel arguments are passed and a launch is made in one kind of memory: GPU
+/// allocations through cudarc, or host memory through the emulator. `#[kernel]` launchers
+/// use it; it is sealed.
+pub trait MemorySpace: sealed::Sealed {
+    /// What [`LaunchOn::prepare`] returns: the kernel and where it runs.
+    type Prepared;
+    /// An argument list being built.
+    type Args<'a>
+    where
+        Self: 'a;
+    /// An empty argument list for `prepared`.
+    fn args(prepared: &Self::Prepared) -> Self::Args<'_>;
+    /// Appends a by-value argument.
+    fn push<'a, V: KernelValue>(args: &mut Self::Args<'a>, value: &'a V);
+    /// Launches with `cfg`. The emulator runs `entry` once per thread, with the arguments;
+    /// the GPU runs the PTX entry and ignores it.
+    fn launch(
+        args: Self::Args<'_>,
+        kernel: &'static str,
+        cfg: LaunchConfig,
+        entry: &(dyn Fn(&Params) + Sync),
+    ) -> Result<()>;
+}
+
+/// A value a kernel takes by value: its bytes are the parameter (scalars, lengths and
+/// [`ByValue`]-wrapped plain data).
+pub trait KernelValue: cudarc::driver::DeviceRepr + Copy + 'static {}
+impl<T: cudarc::driver::DeviceRepr + Copy + 'static> KernelValue for T {}
+
+/// GPU allocations (cudarc `CudaSlice`, `CudaView`, `UnifiedSlice`, ...): the memory of the
+/// GPU launch targets.
+#[derive(Debug)]
+pub enum GpuMemory {}
+
+/// Host memory (`Vec<T>`, `[T]`): the memory of the CPU emulator, where it stands for device
+/// and managed memory alike.
+#[derive(Debug)]
+pub enum HostMemory {}
+
+impl sealed::Sealed for GpuMemory {}
+impl sealed::Sealed for HostMemory {}
+
+impl MemorySpace for GpuMemory {
+    type Prepared = (CudaFunction, Arc<CudaStream>);
+    type Args<'a> = LaunchArgs<'a>;
+    fn args(prepared: &Self::Prepared) -> LaunchArgs<'_> {
+        prepared.1.launch_builder(&prepared.0)
+    }
+    fn push<'a, V: KernelValue>(args: &mut LaunchArgs<'a>, value: &'a V) {
+        args.arg(value);
+    }
+    fn launch(
+        mut args: LaunchArgs<'_>,
+        kernel: &'static str,
+        cfg: LaunchConfig,
+        _entry: &(dyn Fn(&Params) + Sync),
+    ) -> Result<()> {
+        // SAFETY: `#[kernel]` pushes the arguments in the order and with the lowered types of
+        // the PTX entry the same macro generated (pointer + length per slice).
+        unsafe { args.launch(cfg.into()) }.map_err(|source| Error::Launch { kernel, source })?;
+        Ok(())
+    }
+}
+
+/// The argument list of an emulated launch.
+#[derive(Debug)]
+pub struct HostArgs<'a> {
+    emulator: &'a crate::emu::Emulator,
+    params: Params,
+}
+
+impl MemorySpace for HostMemory {
+    type Prepared = crate::emu::Emulator;
+    type Args<'a> = HostArgs<'a>;
+    fn args(emulator: &crate::emu::Emulator) -> HostArgs<'_> {
+        HostArgs {
+            emulator,
+            params: Params::default(),
+        }
+    }
+    fn push<'a, V: KernelValue>(args: &mut HostArgs<'a>, value: &'a V) {
+        args.params.push(value);
+    }
+    fn launch(
+        args: HostArgs<'_>,
+        kernel: &'static str,
+        cfg: LaunchConfig,
+        entry: &(dyn Fn(&Params) + Sync),
+    ) -> Result<()> {
+        let params = &args.params;
+        let g = cfg.grid_dim;
+        let b = cfg.block_dim;
+        args.emulator
+            .run(kernel, [g.0, g.1, g.2], [b.0, b.1, b.2], &|| entry(params))
+            .map_err(Error::Emulator)
+    }
+}
+
+/// The arguments of an emulated launch, as the bytes of each lowered kernel parameter in
+/// order (what the GPU's parameter buffer holds). The `#[kernel]`-generated entry reads them
+/// back with [`Params::get`].
+#[derive(Debug, Default, Clone)]
+pub struct Params {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+}
+
+impl Params {
+    /// Appends `value`'s bytes.
+    pub fn push<V: Copy + 'static>(&mut self, value: &V) {
+        let size = std::mem::size_of::<V>();
+        let at = self.bytes.len();
+        // SAFETY: reads the `size` bytes of a `Copy` value.
+        let raw = unsafe { std::slice::from_raw_parts(value as *const V as *const u8, size) };
+        self.bytes.extend_from_slice(raw);
+        self.spans.push((at, size));
+    }
+
+    /// Parameter `i` as a `V`.
+    ///
+    /// # Panics
+    /// When there is no parameter `i` or its size is not `V`'s: the launcher and the entry
+    /// disagree, a bug in `#[kernel]`.
+    pub fn get<V: Copy + 'static>(&self, i: usize) -> V {
+        let (at, size) = self.spans[i];
+        assert_eq!(
+            size,
+            std::mem::size_of::<V>(),
+            "kernel parameter {i} has {size} bytes, read as {}",
+            std::any::type_name::<V>()
+        );
+        // SAFETY: `size_of::<V>()` bytes pushed from a `V` of the same type by the launcher.
+        unsafe { (self.bytes.as_ptr().add(at) as *const V).read_unaligned() }
+    }
+}
+
+// SAFETY: the bytes include addresses, which the emulator's threads dereference exactly as
+// the GPU would; the launcher borrows the memory they point to for the whole launch.
+unsafe impl Sync for Params {}
 
 type ModuleCache = Mutex<Vec<(usize, usize, Module)>>;
 static MODULES: ModuleCache = Mutex::new(Vec::new());
@@ -218,28 +364,27 @@ pub fn module_for(ctx: &Arc<CudaContext>, ptx: &'static [(u32, &'static str)]) -
 }
 
 impl LaunchOn for Gpu {
-    fn kernel_function(
+    type Memory = GpuMemory;
+    fn prepare(
         &self,
         ptx: &'static [(u32, &'static str)],
-        name: &str,
-    ) -> Result<CudaFunction> {
-        module_for(self.context(), ptx)?.function(name)
-    }
-    fn launch_stream(&self) -> &Arc<CudaStream> {
-        self.stream()
+        name: &'static str,
+    ) -> Result<(CudaFunction, Arc<CudaStream>)> {
+        Ok((
+            module_for(self.context(), ptx)?.function(name)?,
+            self.stream().clone(),
+        ))
     }
 }
 
 impl LaunchOn for Arc<CudaStream> {
-    fn kernel_function(
+    type Memory = GpuMemory;
+    fn prepare(
         &self,
         ptx: &'static [(u32, &'static str)],
-        name: &str,
-    ) -> Result<CudaFunction> {
-        module_for(self.context(), ptx)?.function(name)
-    }
-    fn launch_stream(&self) -> &Arc<CudaStream> {
-        self
+        name: &'static str,
+    ) -> Result<(CudaFunction, Arc<CudaStream>)> {
+        Ok((module_for(self.context(), ptx)?.function(name)?, self.clone()))
     }
 }
 
@@ -264,53 +409,65 @@ impl Launcher {
 }
 
 impl LaunchOn for Launcher {
-    fn kernel_function(
+    type Memory = GpuMemory;
+    fn prepare(
         &self,
         _ptx: &'static [(u32, &'static str)],
-        name: &str,
-    ) -> Result<CudaFunction> {
-        self.module.function(name)
-    }
-    fn launch_stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+        name: &'static str,
+    ) -> Result<(CudaFunction, Arc<CudaStream>)> {
+        Ok((self.module.function(name)?, self.stream.clone()))
     }
 }
 
-/// A GPU-visible allocation of `T` a `&[T]` kernel parameter accepts (its pointer and
-/// length are passed).
+impl LaunchOn for crate::emu::Emulator {
+    type Memory = HostMemory;
+    fn prepare(
+        &self,
+        _ptx: &'static [(u32, &'static str)],
+        _name: &'static str,
+    ) -> Result<crate::emu::Emulator> {
+        Ok(self.clone())
+    }
+}
+
+/// An allocation of `T` in memory `M` that a `&[T]` kernel parameter accepts (its pointer
+/// and length are passed): cudarc's GPU allocations for [`GpuMemory`], `Vec<T>` and `[T]`
+/// for the emulator's [`HostMemory`].
 ///
 /// # Safety
-/// `push_arg` must push exactly one device pointer to `kernel_len()` valid elements of `T`.
+/// `push_arg` must push exactly one pointer to `kernel_len()` valid elements of `T`,
+/// addressable by the launch target.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be passed for a kernel slice of `{T}`",
-    label = "expected a GPU allocation of `{T}` (cudarc CudaSlice/CudaView/UnifiedSlice/...)"
+    message = "`{Self}` cannot be passed for a kernel slice of `{T}` in `{M}`",
+    label = "expected a GPU allocation of `{T}` (cudarc CudaSlice/CudaView/UnifiedSlice/...) for a GPU launch, or host memory (`Vec<{T}>`, `[{T}]`) for an emulator launch"
 )]
-pub unsafe trait KernelSlice<T> {
+pub unsafe trait KernelSlice<T, M: MemorySpace = GpuMemory> {
     /// Number of elements.
     fn kernel_len(&self) -> usize;
-    /// Pushes the device pointer (and records cudarc's stream-ordering events).
-    fn push_arg<'a>(&'a self, args: &mut LaunchArgs<'a>);
+    /// Pushes the pointer (for cudarc allocations, also records the stream-ordering events).
+    fn push_arg<'a>(&'a self, args: &mut M::Args<'a>);
 }
 
-/// A GPU-visible allocation a `&mut [T]` kernel parameter accepts.
+/// An allocation a `&mut [T]` kernel parameter accepts.
 ///
 /// # Safety
 /// As [`KernelSlice`], for writes too.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be passed for a writable kernel slice of `{T}`",
-    label = "expected `&mut` a GPU allocation of `{T}` (cudarc CudaSlice/CudaViewMut/UnifiedSlice/...)"
+    message = "`{Self}` cannot be passed for a writable kernel slice of `{T}` in `{M}`",
+    label = "expected `&mut` a GPU allocation of `{T}` (cudarc CudaSlice/CudaViewMut/UnifiedSlice/...) for a GPU launch, or `&mut` host memory (`Vec<{T}>`, `[{T}]`) for an emulator launch"
 )]
-pub unsafe trait KernelSliceMut<T> {
+pub unsafe trait KernelSliceMut<T, M: MemorySpace = GpuMemory> {
     /// Number of elements.
     fn kernel_len(&self) -> usize;
-    /// Pushes the device pointer for writing.
-    fn push_arg_mut<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
+    /// Pushes the pointer for writing.
+    fn push_arg_mut<'a>(&'a mut self, args: &mut M::Args<'a>);
 }
 
 /// Marks allocations in device memory (`cuMemAlloc`): what `DeviceSlice<T>` parameters take.
+/// Host memory has it too, for the emulator (a GPU launch still needs a GPU allocation).
 ///
 /// # Safety
-/// Only for types whose memory is device memory.
+/// Only for types whose memory is device memory, or host memory.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not device memory",
     label = "a `DeviceSlice`/`DeviceSliceMut` parameter takes device memory (cudarc CudaSlice/CudaView)"
@@ -318,9 +475,10 @@ pub unsafe trait KernelSliceMut<T> {
 pub unsafe trait DeviceMemory {}
 
 /// Marks managed (Unified Memory) allocations: what `ManagedSlice<T>` parameters take.
+/// Host memory has it too, for the emulator (a GPU launch still needs a GPU allocation).
 ///
 /// # Safety
-/// Only for types whose memory comes from `cuMemAllocManaged`.
+/// Only for types whose memory comes from `cuMemAllocManaged`, or host memory.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not managed memory",
     label = "a `ManagedSlice`/`ManagedSliceMut` parameter takes managed memory (cudarc UnifiedSlice)"
@@ -329,7 +487,7 @@ pub unsafe trait ManagedMemory {}
 
 macro_rules! kernel_slice {
     ($([$($lt:lifetime)?] $ty:ty, $marker:ident, $mutable:tt;)*) => {$(
-        unsafe impl<$($lt,)? T> KernelSlice<T> for $ty {
+        unsafe impl<$($lt,)? T> KernelSlice<T, GpuMemory> for $ty {
             fn kernel_len(&self) -> usize {
                 self.len()
             }
@@ -341,7 +499,7 @@ macro_rules! kernel_slice {
         kernel_slice!(@mut $mutable [$($lt)?] $ty);
     )*};
     (@mut yes [$($lt:lifetime)?] $ty:ty) => {
-        unsafe impl<$($lt,)? T> KernelSliceMut<T> for $ty {
+        unsafe impl<$($lt,)? T> KernelSliceMut<T, GpuMemory> for $ty {
             fn kernel_len(&self) -> usize {
                 self.len()
             }
@@ -362,7 +520,7 @@ kernel_slice! {
 }
 
 // A `CudaViewMut` is pushed only through `&mut` (cudarc has no shared-reference push for it).
-unsafe impl<'c, T> KernelSliceMut<T> for CudaViewMut<'c, T> {
+unsafe impl<'c, T> KernelSliceMut<T, GpuMemory> for CudaViewMut<'c, T> {
     fn kernel_len(&self) -> usize {
         self.len()
     }
@@ -371,6 +529,32 @@ unsafe impl<'c, T> KernelSliceMut<T> for CudaViewMut<'c, T> {
     }
 }
 unsafe impl<'c, T> DeviceMemory for CudaViewMut<'c, T> {}
+
+// Host memory for the emulator: the pointer is pushed as the kernel's lowered `*const T` /
+// `*mut T` parameter.
+macro_rules! host_slice {
+    ($($ty:ty),*) => {$(
+        unsafe impl<T: 'static> KernelSlice<T, HostMemory> for $ty {
+            fn kernel_len(&self) -> usize {
+                self.len()
+            }
+            fn push_arg<'a>(&'a self, args: &mut HostArgs<'a>) {
+                args.params.push(&self.as_ptr());
+            }
+        }
+        unsafe impl<T: 'static> KernelSliceMut<T, HostMemory> for $ty {
+            fn kernel_len(&self) -> usize {
+                self.len()
+            }
+            fn push_arg_mut<'a>(&'a mut self, args: &mut HostArgs<'a>) {
+                args.params.push(&self.as_mut_ptr());
+            }
+        }
+        unsafe impl<T> DeviceMemory for $ty {}
+        unsafe impl<T> ManagedMemory for $ty {}
+    )*};
+}
+host_slice!([T], Vec<T>);
 
 #[cfg(test)]
 mod tests {

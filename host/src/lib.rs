@@ -15,6 +15,9 @@
 
 pub mod advice;
 pub mod capabilities;
+/// The CPU emulator (the `lookahead-emu` crate): pass an [`emu::Emulator`] to a `#[kernel]`
+/// launcher instead of a GPU to run the kernel on the host, with host memory.
+pub use lookahead_emu as emu;
 pub mod error;
 pub mod gpu;
 pub mod launch;

@@ -221,6 +221,8 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
     let host_params: Vec<_> = params.iter().map(Param::host_param).collect();
     let host_lens: Vec<_> = params.iter().map(Param::host_len).collect();
     let pushes: Vec<_> = params.iter().map(Param::push).collect();
+    let mut next = 0;
+    let reads: Vec<_> = params.iter().map(|p| p.read_params(&mut next)).collect();
     let same_len_checks: Vec<_> = opts
         .same_len
         .iter()
@@ -245,7 +247,10 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
     };
     let launch_doc = format!(
         "Launches the `{name_str}` kernel on `on` with `cfg`: checks the configuration and the \
-         declared length rules, then launches asynchronously on `on`'s stream."
+         declared length rules, then launches. On a GPU (a `Gpu`, a stream or a `Launcher`, \
+         with GPU allocations) the launch is asynchronous on `on`'s stream; on the CPU \
+         emulator (`lookahead::emu::Emulator`, with host memory: `Vec<T>`, `[T]`) it runs \
+         to completion before returning."
     );
     let mod_doc = format!("Host side of the `{name_str}` kernel: [`launch`] and its PTX name.");
     let dup_msg = format!(
@@ -287,27 +292,27 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
 
             #[doc = #launch_doc]
             #[allow(clippy::too_many_arguments, non_snake_case)]
-            pub fn launch(
-                on: &(impl ::lookahead::launch::LaunchOn + ?Sized),
+            pub fn launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                on: &__On,
                 cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
                 #(#host_params),*
             ) -> ::core::result::Result<(), ::lookahead::Error> {
-                #[allow(unused_imports)]
-                use ::lookahead::cudarc::driver::PushKernelArg as _;
                 let cfg: ::lookahead::launch::LaunchConfig = cfg.into();
                 cfg.check(NAME)?;
                 #(#host_lens)*
                 #(#same_len_checks)*
                 #(#min_len_checks)*
-                let func = ::lookahead::launch::LaunchOn::kernel_function(on, #ptx, NAME)?;
-                let stream = ::lookahead::launch::LaunchOn::launch_stream(on);
-                let mut args = stream.launch_builder(&func);
+                let prepared = ::lookahead::launch::LaunchOn::prepare(on, #ptx, NAME)?;
+                let mut args = <<__On as ::lookahead::launch::LaunchOn>::Memory as ::lookahead::launch::MemorySpace>::args(&prepared);
                 #(#pushes)*
-                // SAFETY: the arguments are pushed in the order and with the lowered types
-                // of the PTX entry this same macro generated (pointer + length per slice).
-                unsafe { args.launch(cfg.into()) }
-                    .map_err(|source| ::lookahead::Error::Launch { kernel: NAME, source })?;
-                Ok(())
+                // The kernel body for the CPU emulator: rebuilds the parameters from the
+                // argument bytes, as the PTX entry does from the GPU's parameter buffer.
+                let entry = |params: &::lookahead::launch::Params| {
+                    #(#reads)*
+                    #[allow(unused_unsafe)]
+                    unsafe { super::#body_fn(#(#rebuilt),*) }
+                };
+                <<__On as ::lookahead::launch::LaunchOn>::Memory as ::lookahead::launch::MemorySpace>::launch(args, NAME, cfg, &entry)
             }
         }
     })

@@ -252,11 +252,12 @@ impl Param {
         !matches!(self.kind, Kind::Scalar | Kind::Queue)
     }
 
-    /// The host launcher's parameter.
+    /// The host launcher's parameter (`__On` is the launcher's `LaunchOn` type parameter).
     pub fn host_param(&self) -> TokenStream {
         let name = &self.name;
         let span = self.ty.span();
         let l = quote!(::lookahead::launch);
+        let mem = memory();
         match &self.kind {
             Kind::Scalar => {
                 let ty = &self.ty;
@@ -267,42 +268,60 @@ impl Param {
                 mutable: false,
                 elem,
             } => {
-                quote_spanned!(span=> #name: &(impl #l::KernelSlice<#elem> + ?Sized))
+                quote_spanned!(span=> #name: &(impl #l::KernelSlice<#elem, #mem> + ?Sized))
             }
             Kind::Slice {
                 mutable: true,
                 elem,
             } => {
-                quote_spanned!(span=> #name: &mut (impl #l::KernelSliceMut<#elem> + ?Sized))
+                quote_spanned!(span=> #name: &mut (impl #l::KernelSliceMut<#elem, #mem> + ?Sized))
             }
             Kind::View {
-                mutable, mem, elem, ..
+                mutable, mem: kind, elem, ..
             } => {
-                let marker = match mem {
+                let marker = match kind {
                     ViewKind::Device => quote!(#l::DeviceMemory),
                     ViewKind::Managed => quote!(#l::ManagedMemory),
                 };
                 if *mutable {
-                    quote_spanned!(span=> #name: &mut (impl #l::KernelSliceMut<#elem> + #marker + ?Sized))
+                    quote_spanned!(span=> #name: &mut (impl #l::KernelSliceMut<#elem, #mem> + #marker + ?Sized))
                 } else {
-                    quote_spanned!(span=> #name: &(impl #l::KernelSlice<#elem> + #marker + ?Sized))
+                    quote_spanned!(span=> #name: &(impl #l::KernelSlice<#elem, #mem> + #marker + ?Sized))
                 }
             }
         }
     }
 
-    /// Statements pushing this argument onto cudarc's `LaunchArgs` named `args`.
+    /// Statements appending this argument to the argument list `args`.
     pub fn push(&self) -> TokenStream {
         let name = &self.name;
         let l = self.len_ident();
         let m = quote!(::lookahead::launch);
+        let mem = memory();
+        let space = quote!(<#mem as #m::MemorySpace>);
         match &self.kind {
-            Kind::Scalar | Kind::Queue => quote!(args.arg(&#name);),
-            Kind::Slice { mutable: false, .. } | Kind::View { mutable: false, .. } => {
-                quote!(#m::KernelSlice::push_arg(#name, &mut args); args.arg(&#l);)
+            Kind::Scalar | Kind::Queue => quote!(#space::push(&mut args, &#name);),
+            Kind::Slice {
+                mutable: false,
+                elem,
             }
-            Kind::Slice { mutable: true, .. } | Kind::View { mutable: true, .. } => {
-                quote!(#m::KernelSliceMut::push_arg_mut(#name, &mut args); args.arg(&#l);)
+            | Kind::View {
+                mutable: false,
+                elem,
+                ..
+            } => {
+                quote!(#m::KernelSlice::<#elem, #mem>::push_arg(#name, &mut args); #space::push(&mut args, &#l);)
+            }
+            Kind::Slice {
+                mutable: true,
+                elem,
+            }
+            | Kind::View {
+                mutable: true,
+                elem,
+                ..
+            } => {
+                quote!(#m::KernelSliceMut::<#elem, #mem>::push_arg_mut(&mut *#name, &mut args); #space::push(&mut args, &#l);)
             }
         }
     }
@@ -312,16 +331,70 @@ impl Param {
         let name = &self.name;
         let l = self.len_ident();
         let m = quote!(::lookahead::launch);
+        let mem = memory();
         match &self.kind {
             Kind::Scalar => quote!(),
             // By value: wrapped once, before the argument list borrows it.
             Kind::Queue => quote!(let #name = #m::ByValue(#name);),
-            Kind::Slice { mutable: false, .. } | Kind::View { mutable: false, .. } => {
-                quote!(let #l: usize = #m::KernelSlice::kernel_len(&*#name);)
+            Kind::Slice {
+                mutable: false,
+                elem,
             }
-            Kind::Slice { mutable: true, .. } | Kind::View { mutable: true, .. } => {
-                quote!(let #l: usize = #m::KernelSliceMut::kernel_len(&*#name);)
+            | Kind::View {
+                mutable: false,
+                elem,
+                ..
+            } => {
+                quote!(let #l: usize = #m::KernelSlice::<#elem, #mem>::kernel_len(&*#name);)
+            }
+            Kind::Slice {
+                mutable: true,
+                elem,
+            }
+            | Kind::View {
+                mutable: true,
+                elem,
+                ..
+            } => {
+                quote!(let #l: usize = #m::KernelSliceMut::<#elem, #mem>::kernel_len(&*#name);)
             }
         }
     }
+
+    /// For the emulator's entry: `let <lowered>: <type> = params.get(i);` for each lowered
+    /// parameter, numbering from `*next`.
+    pub fn read_params(&self, next: &mut usize) -> TokenStream {
+        let name = &self.name;
+        let (p, l) = (self.ptr_ident(), self.len_ident());
+        let mut get = || {
+            let i = *next;
+            *next += 1;
+            quote!(params.get(#i))
+        };
+        match &self.kind {
+            Kind::Scalar => {
+                let ty = &self.ty;
+                let g = get();
+                quote!(let #name: #ty = #g;)
+            }
+            Kind::Queue => {
+                let g = get();
+                quote!(let #name: ::lookahead_device::requests::RequestQueue = #g;)
+            }
+            Kind::Slice { mutable, elem } | Kind::View { mutable, elem, .. } => {
+                let (gp, gl) = (get(), get());
+                let ptr_ty = if *mutable {
+                    quote!(*mut #elem)
+                } else {
+                    quote!(*const #elem)
+                };
+                quote!(let #p: #ptr_ty = #gp; let #l: usize = #gl;)
+            }
+        }
+    }
+}
+
+/// The launcher's memory space: `<__On as LaunchOn>::Memory`.
+fn memory() -> TokenStream {
+    quote!(<__On as ::lookahead::launch::LaunchOn>::Memory)
 }

@@ -291,6 +291,7 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
     let snap = Ident::new("__lk_snap", m);
     let idx = Ident::new("__lk_i", m);
     let k = Ident::new("__lk_k", m);
+    let scope = Ident::new("__lk_iteration", m);
 
     let iter = strip(&f.expr);
     // Integer ranges, optionally `.step_by(s)`.
@@ -365,6 +366,8 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
             #step_let
             #(#attrs)*
             #label for #pat in #iter_expr {
+                // Names the iteration in the emulator's prefetch trace; nothing on the GPU.
+                let #scope = #pf::IterationScope::enter(#var as usize);
                 if let ::core::option::Option::Some(#ahead) =
                     (#var as usize).checked_add(#dist_lit * #step_id)
                 {
@@ -400,6 +403,7 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                     let #snap = #pf::Snapshot::of(&#recv);
                     #(#attrs)*
                     #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#recv.#method_id()) {
+                        let #scope = #pf::IterationScope::enter(#idx);
                         if let ::core::option::Option::Some(a) = #idx.checked_add(#dist_lit) {
                             #pf::prefetch_index(&#snap, a, #level);
                         }
@@ -414,6 +418,7 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                 let #k: usize = #chunk;
                 #(#attrs)*
                 #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#recv.#method_id(#k)) {
+                    let #scope = #pf::IterationScope::enter(#idx);
                     if let ::core::option::Option::Some(first) =
                         #idx.checked_add(#dist_lit).and_then(|c| c.checked_mul(#k))
                     {

@@ -62,7 +62,12 @@ pub fn expand(input: TokenStream) -> TokenStream {
         // SAFETY: the symbol is a `.shared` array of `N` elements of `T`, aligned for `T`.
         unsafe {
             ::lookahead_device::SharedArray::<#ty, { #len }>::from_generic_ptr(
-                ::lookahead_device::__shared_generic_ptr!(#sym) as *mut #ty,
+                ::lookahead_device::__shared_generic_ptr!(
+                    #sym,
+                    ::core::concat!(::core::file!(), ":", ::core::line!(), ":", ::core::column!()),
+                    #ty,
+                    { #len }
+                ) as *mut #ty,
             )
         }
     }}

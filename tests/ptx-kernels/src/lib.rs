@@ -276,3 +276,39 @@ pub fn intr_bounds(x: ManagedSlice<f32>, y: ManagedSliceMut<f32>, k: usize) {
         y[i] = x[i + k] + unchecked;
     }
 }
+
+// ---- Kernels with deliberate bugs, for the emulator's reports (tests/tests/emulator.rs) ----
+
+/// Threads 40 and up return before a barrier the others wait at: a GPU block would hang.
+#[kernel]
+pub fn bug_barrier_after_return(out: &mut [u32]) {
+    let t = thread_idx_x();
+    if t as usize >= out.len() {
+        return;
+    }
+    sync_threads();
+    out[t as usize] = t;
+}
+
+/// Only half the warp reaches a full-mask shuffle.
+#[kernel]
+pub fn bug_divergent_shuffle(out: &mut [f32]) {
+    let l = lane_id();
+    if l < 16 {
+        out[l as usize] = warp::shfl_down_f32(l as f32, 1);
+    }
+}
+
+/// Reads a neighbour's shared-memory element with no barrier after the writes.
+#[kernel(same_len(x, y))]
+pub fn bug_missing_barrier(x: &[f32], y: &mut [f32]) {
+    let tile = shared_array!(f32; 64);
+    let t = thread_idx_x() as usize % 64;
+    let i = global_index_x();
+    tile.set(t, if i < x.len() { x[i] } else { 0.0 });
+    // Missing: sync_threads();
+    let left = tile.get((t + 63) % 64);
+    if i < y.len() {
+        y[i] = left;
+    }
+}

@@ -1,0 +1,99 @@
+//! What a failed emulated launch reports.
+
+use std::fmt;
+
+/// A set of threads of one block, by linear index (`x + y * dim.x + z * dim.x * dim.y`);
+/// displayed as ranges, e.g. `32 threads: 0..=15, 48..=63`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadSet(pub Vec<u32>);
+
+impl ThreadSet {
+    /// Number of threads.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// Whether thread `linear` is in the set.
+    pub fn contains(&self, linear: u32) -> bool {
+        self.0.contains(&linear)
+    }
+}
+
+impl fmt::Display for ThreadSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return write!(f, "none");
+        }
+        write!(f, "{} thread{}: ", self.0.len(), if self.0.len() == 1 { "" } else { "s" })?;
+        let mut ranges = Vec::new();
+        let mut start = self.0[0];
+        let mut prev = start;
+        for &t in &self.0[1..] {
+            if t != prev + 1 {
+                ranges.push((start, prev));
+                start = t;
+            }
+            prev = t;
+        }
+        ranges.push((start, prev));
+        let shown: Vec<String> = ranges
+            .iter()
+            .take(8)
+            .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}..={b}") })
+            .collect();
+        write!(f, "{}", shown.join(", "))?;
+        if ranges.len() > 8 {
+            write!(f, ", ...")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why an emulated launch failed (kernel panics are re-raised as panics instead, as Rust
+/// does for an out-of-bounds index).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EmuError {
+    /// Some threads of a block wait at a barrier or warp operation that the others never
+    /// reach: on a GPU the block would hang.
+    #[error(
+        "kernel `{kernel}` deadlocks in block {block:?}: {what}\n  waiting at sync_threads: {at_barrier}\n  waiting at a warp operation: {at_warp}\n  exited: {exited}"
+    )]
+    Deadlock {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// What went wrong, in words.
+        what: String,
+        /// Threads waiting at `sync_threads`.
+        at_barrier: ThreadSet,
+        /// Threads waiting at a warp shuffle or vote.
+        at_warp: ThreadSet,
+        /// Threads that returned.
+        exited: ThreadSet,
+    },
+    /// Two threads of a block touched one shared-memory element with no barrier between,
+    /// at least one of them writing.
+    #[error(
+        "kernel `{kernel}` has a data race in block {block:?}: {kind} on element {index} of the shared array declared at {site}, by thread {thread:?} and {other}; separate the accesses with sync_threads() or use an atomic"
+    )]
+    DataRace {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// `file:line:column` of the `shared_array!`.
+        site: &'static str,
+        /// The element.
+        index: usize,
+        /// "write after write", "read after write" or "write after read".
+        kind: &'static str,
+        /// The thread whose access revealed the race.
+        thread: [u32; 3],
+        /// The thread that accessed it first, in words.
+        other: String,
+    },
+}

@@ -1,0 +1,49 @@
+//! The prefetch trace: every prefetch instruction an emulated kernel issues.
+
+/// The prefetch instruction issued (the emulator models an sm_90 GPU, so every instruction
+/// the DSL offers is available).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Instruction {
+    /// `prefetch.global.L1`: the 128-byte line holding `address`.
+    L1,
+    /// `prefetch.global.L2`.
+    L2,
+    /// `prefetch.global.L2::evict_last`.
+    L2EvictLast,
+    /// `prefetch.global.L2::evict_normal`.
+    L2EvictNormal,
+    /// `cp.async.bulk.prefetch.L2.global` of `bytes` bytes.
+    BulkL2,
+}
+
+/// One prefetch instruction issued by one thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefetchRecord {
+    /// Which instruction.
+    pub instruction: Instruction,
+    /// Its address operand.
+    pub address: usize,
+    /// Bytes named: the bulk prefetch's size, or 1 for the per-line instructions (which fetch
+    /// the whole 128-byte line holding `address`; see [`PrefetchRecord::lines`]).
+    pub bytes: usize,
+    /// The issuing thread's block index.
+    pub block: [u32; 3],
+    /// The issuing thread's index in its block.
+    pub thread: [u32; 3],
+    /// The iteration of the enclosing `#[prefetch_next]` loop that issued it: the loop
+    /// variable's value for ranges, the element or chunk number for `iter()`/`chunks()`.
+    /// `None` outside such a loop.
+    pub iteration: Option<usize>,
+}
+
+/// Bytes per cache line.
+pub const LINE_BYTES: usize = 128;
+
+impl PrefetchRecord {
+    /// The 128-byte-aligned byte range of the cache lines the instruction touches.
+    pub fn lines(&self) -> std::ops::Range<usize> {
+        let start = self.address & !(LINE_BYTES - 1);
+        let end = (self.address + self.bytes.max(1)).div_ceil(LINE_BYTES) * LINE_BYTES;
+        start..end
+    }
+}

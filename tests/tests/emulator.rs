@@ -1,0 +1,543 @@
+//! The CPU emulator, in CI: every kernel of `gpu-kernels` and the DSL test kernels run on
+//! `lookahead::emu::Emulator` and are checked against a CPU reference on fresh random inputs;
+//! the prefetch trace of each `#[prefetch_next]` form is checked against what iteration
+//! `i + distance` reads; deadlocks, races and out-of-bounds indices are reported.
+//! The seed of the random inputs is printed, so a failure can be replayed with
+//! `LOOKAHEAD_SEED=<seed>`.
+
+use lookahead::emu::{EmuError, Emulator, Instruction, PrefetchRecord};
+use lookahead::launch::LaunchConfig;
+use lookahead::Error;
+
+/// SplitMix64: small, seeded, good enough for test inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn fresh(test: &str) -> Rng {
+        let seed = std::env::var("LOOKAHEAD_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
+        println!("{test}: LOOKAHEAD_SEED={seed}");
+        Rng(seed)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn f32s(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0)
+            .collect()
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn emu() -> Emulator {
+    Emulator::new()
+}
+
+fn close(a: f32, b: f32, tol: f32) -> bool {
+    (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()))
+}
+
+#[test]
+fn saxpy_matches_the_cpu() {
+    let mut rng = Rng::fresh("saxpy");
+    let n = 10_000 + rng.below(5000) as usize;
+    let a = rng.f32s(1)[0] * 4.0;
+    let x = rng.f32s(n);
+    let y0 = rng.f32s(n);
+    let mut y = y0.clone();
+    gpu_kernels::saxpy::launch(&emu(), LaunchConfig::for_len(n, 256), a, &x, &mut y).unwrap();
+    for i in 0..n {
+        assert_eq!(y[i], a * x[i] + y0[i], "element {i}");
+    }
+}
+
+#[test]
+fn reduce_sum_matches_the_cpu() {
+    let mut rng = Rng::fresh("reduce_sum");
+    let n = 50_000 + rng.below(10_000) as usize;
+    let x = rng.f32s(n);
+    let mut out = vec![f32::NAN; 1];
+    out[0] = 0.0;
+    gpu_kernels::reduce_sum::launch(&emu(), LaunchConfig::grid_stride(n, 256, 16), &x, &mut out)
+        .unwrap();
+    let want: f64 = x.iter().map(|&v| v as f64).sum();
+    assert!(
+        (out[0] as f64 - want).abs() < 1e-2,
+        "{} vs {want}",
+        out[0]
+    );
+}
+
+#[test]
+fn copies_with_every_prefetch_level_match_the_cpu() {
+    let mut rng = Rng::fresh("copies");
+    let n = 20_000 + rng.below(5000) as usize;
+    let x = rng.f32s(n);
+    type Copy = fn(&Emulator, LaunchConfig, &Vec<f32>, &mut Vec<f32>) -> lookahead::Result<()>;
+    let copies: [(&str, Copy); 3] = [
+        ("copy_prefetch_l2", |e, c, x, y| {
+            gpu_kernels::copy_prefetch_l2::launch(e, c, x, y)
+        }),
+        ("copy_prefetch_l2_evict_last", |e, c, x, y| {
+            gpu_kernels::copy_prefetch_l2_evict_last::launch(e, c, x, y)
+        }),
+        ("copy_prefetch_bulk", |e, c, x, y| {
+            gpu_kernels::copy_prefetch_bulk::launch(e, c, x, y)
+        }),
+    ];
+    for (name, copy) in copies {
+        let mut y = vec![f32::NAN; n]; // poisoned
+        copy(&emu(), LaunchConfig::grid_stride(n, 128, 8), &x, &mut y).unwrap();
+        assert_eq!(y, x, "{name}");
+    }
+}
+
+#[test]
+fn launchers_check_lengths_before_running() {
+    let x = vec![1.0f32; 10];
+    let mut y = vec![0.0f32; 9];
+    let e = gpu_kernels::saxpy::launch(&emu(), LaunchConfig::for_len(10, 32), 1.0, &x, &mut y)
+        .unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { kernel: "saxpy", .. }), "{e}");
+    assert!(y.iter().all(|&v| v == 0.0), "nothing ran");
+}
+
+#[test]
+fn indices_and_dimensions_are_per_thread() {
+    let mut out = vec![u32::MAX; 12];
+    ptx_kernels::intr_indices::launch(
+        &emu(),
+        LaunchConfig::new((3, 2, 1), (64, 2, 1)),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(out, [0, 0, 64, 2, 1, 3, 2, 1, 0, 0, 192, 32]);
+}
+
+#[test]
+fn atomics_are_atomic_across_blocks() {
+    let (blocks, threads) = (64u32, 128u32);
+    let mut f = vec![0.0f32; 2];
+    let mut u = vec![0u32; 3];
+    let mut w = vec![0u64; 3];
+    let mut i = vec![i32::MIN; 1];
+    ptx_kernels::intr_atomics::launch(
+        &emu(),
+        LaunchConfig::new((blocks, 1, 1), (threads, 1, 1)),
+        &mut f,
+        &mut u,
+        &mut w,
+        &mut i,
+    )
+    .unwrap();
+    let n = (blocks * threads) as u64;
+    assert_eq!(f, [1.5 * n as f32, 0.5 * n as f32]);
+    assert_eq!(u, [n as u32, threads - 1, 7]);
+    assert_eq!(w, [n, n - 1, 7]);
+    assert_eq!(i, [0]);
+}
+
+#[test]
+fn warp_shuffles_and_votes_follow_ptx() {
+    let mut rng = Rng::fresh("warp");
+    let x: Vec<f32> = (0..32).map(|_| rng.below(5) as f32 - 1.0).collect();
+    let mut out = vec![f32::NAN; 32];
+    ptx_kernels::intr_warp::launch(&emu(), LaunchConfig::for_len(32, 32), &x, &mut out).unwrap();
+    let sum_down = {
+        // warp_sum_f32: shfl_down tree, valid in lane 0; other lanes get partial sums.
+        let mut v = x.clone();
+        for delta in [16, 8, 4, 2, 1] {
+            let prev = v.clone();
+            for (l, value) in v.iter_mut().enumerate() {
+                *value += if l + delta < 32 { prev[l + delta] } else { prev[l] };
+            }
+        }
+        v
+    };
+    let all = x.iter().all(|&v| v > 0.0) as u32;
+    let any = x.iter().any(|&v| v > 0.0) as u32;
+    let ballot = x
+        .iter()
+        .enumerate()
+        .filter(|(_, &v)| v > 0.0)
+        .fold(0u32, |m, (l, _)| m | 1 << l);
+    for l in 0..32 {
+        let a = x[if l + 1 < 32 { l + 1 } else { l }];
+        let b = x[l ^ 2];
+        let c = x[0];
+        let d = x[if l >= 1 { l - 1 } else { l }];
+        let want = a + b + c + d + sum_down[l] + (all + any) as f32 + (ballot ^ u32::MAX) as f32;
+        assert_eq!(out[l], want, "lane {l}: x = {x:?}, parts {:?}", (a, b, c, d, sum_down[l], all, any, ballot));
+    }
+}
+
+#[test]
+fn shared_memory_is_per_block_and_barriers_order_it() {
+    let mut rng = Rng::fresh("shared");
+    let n = 256 * 6;
+    let x = rng.f32s(n);
+    let mut y = vec![f32::NAN; n];
+    ptx_kernels::intr_shared::launch(&emu(), LaunchConfig::for_len(n, 256), &x, &mut y).unwrap();
+    for i in 0..n {
+        let b = i / 256;
+        let t = i % 256;
+        let want = x[b * 256 + (t + 1) % 256] + 256.0;
+        assert_eq!(y[i], want, "element {i}");
+    }
+}
+
+#[test]
+fn fences_barriers_and_sleep_run() {
+    let mut flag = vec![0u32; 1];
+    ptx_kernels::intr_sync::launch(&emu(), LaunchConfig::for_len(1000, 256), &mut flag).unwrap();
+    assert_eq!(flag, [1]);
+}
+
+#[test]
+fn managed_and_device_views_take_host_memory() {
+    let mut rng = Rng::fresh("views");
+    let n = 3000;
+    let x = rng.f32s(n + 4);
+    let mut y = vec![f32::NAN; n + 4];
+    ptx_kernels::intr_bounds::launch(&emu(), LaunchConfig::for_len(n + 4, 128), &x, &mut y, 0)
+        .unwrap();
+    for i in 0..n + 4 {
+        assert_eq!(y[i], 2.0 * x[i]);
+    }
+    let mut out = vec![f32::NAN; 1];
+    ptx_kernels::pf_device_fn::launch(&emu(), LaunchConfig::for_len(1, 1), &x, &mut out).unwrap();
+    assert!(close(out[0], x.iter().sum(), 1e-4));
+}
+
+// ---- Bugs the emulator reports ----
+
+fn panic_message(r: std::thread::Result<()>) -> String {
+    let p = r.expect_err("the launch should panic");
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+#[test]
+fn out_of_bounds_index_names_kernel_block_thread_and_index() {
+    let x = vec![1.0f32; 100];
+    let mut y = vec![0.0f32; 100];
+    // k = 1: thread 99 of the grid reads x[100].
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = ptx_kernels::intr_bounds::launch(
+            &emu(),
+            LaunchConfig::for_len(100, 32),
+            &x,
+            &mut y,
+            1,
+        );
+    }));
+    let msg = panic_message(r);
+    assert!(msg.contains("kernel `intr_bounds`"), "{msg}");
+    assert!(msg.contains("block [3, 0, 0]"), "{msg}");
+    assert!(msg.contains("thread [3, 0, 0]"), "{msg}");
+    assert!(msg.contains("the len is 100 but the index is 100"), "{msg}");
+}
+
+#[test]
+fn a_barrier_behind_an_early_return_is_a_deadlock() {
+    let mut out = vec![0u32; 40];
+    let e = ptx_kernels::bug_barrier_after_return::launch(
+        &emu(),
+        LaunchConfig::for_len(64, 64),
+        &mut out,
+    )
+    .unwrap_err();
+    let Error::Emulator(EmuError::Deadlock {
+        kernel,
+        block,
+        at_barrier,
+        exited,
+        ..
+    }) = &e
+    else {
+        panic!("expected a deadlock, got {e}");
+    };
+    assert_eq!((*kernel, *block), ("bug_barrier_after_return", [0, 0, 0]));
+    assert_eq!(at_barrier.0, (0..40).collect::<Vec<_>>());
+    assert_eq!(exited.0, (40..64).collect::<Vec<_>>());
+    let text = e.to_string();
+    assert!(text.contains("40 threads: 0..=39"), "{text}");
+    assert!(text.contains("24 threads: 40..=63"), "{text}");
+}
+
+#[test]
+fn a_shuffle_some_lanes_skip_is_a_deadlock() {
+    let mut out = vec![0.0f32; 32];
+    let e = ptx_kernels::bug_divergent_shuffle::launch(
+        &emu(),
+        LaunchConfig::for_len(32, 32),
+        &mut out,
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        matches!(e, Error::Emulator(EmuError::Deadlock { .. })),
+        "{text}"
+    );
+    assert!(text.contains("shfl.sync.down"), "{text}");
+    assert!(text.contains("waiting at a warp operation: 16 threads: 0..=15"), "{text}");
+}
+
+#[test]
+fn a_missing_barrier_on_shared_memory_is_a_data_race() {
+    let x = vec![1.0f32; 64];
+    let mut y = vec![0.0f32; 64];
+    let e = ptx_kernels::bug_missing_barrier::launch(
+        &emu(),
+        LaunchConfig::for_len(64, 64),
+        &x,
+        &mut y,
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    let Error::Emulator(EmuError::DataRace { kind, site, .. }) = &e else {
+        panic!("expected a race, got {text}");
+    };
+    assert_eq!(*kind, "read after write", "{text}");
+    assert!(site.contains("ptx-kernels/src/lib.rs"), "{text}");
+    // With the barrier, the same kernel is race-free and correct.
+    ptx_kernels::intr_shared::launch(&emu(), LaunchConfig::for_len(64, 64), &x, &mut y).unwrap();
+    // Race detection can be turned off.
+    ptx_kernels::bug_missing_barrier::launch(
+        &emu().race_detection(false),
+        LaunchConfig::for_len(64, 64),
+        &x,
+        &mut y,
+    )
+    .unwrap();
+}
+
+#[test]
+fn intrinsics_outside_a_launch_say_how_to_run_kernels() {
+    let r = std::panic::catch_unwind(|| {
+        lookahead_device::index::thread_idx_x();
+    });
+    let msg = panic_message(r.map(|_| ()));
+    assert!(msg.contains("outside a kernel launch"), "{msg}");
+    assert!(msg.contains("lookahead::emu::Emulator"), "{msg}");
+}
+
+// ---- Prefetch trace: each #[prefetch_next] form fetches exactly iteration i + distance ----
+
+fn traced() -> Emulator {
+    Emulator::new().workers(1).prefetch_trace(true)
+}
+
+fn inside<T>(r: &PrefetchRecord, data: &[T]) -> bool {
+    let base = data.as_ptr() as usize;
+    r.address >= base && r.address < base + std::mem::size_of_val(data)
+}
+
+/// (iteration, element index) of each record whose address is inside `data`.
+fn elements<T>(records: &[PrefetchRecord], data: &[T]) -> Vec<(Option<usize>, usize)> {
+    let base = data.as_ptr() as usize;
+    records
+        .iter()
+        .filter(|r| inside(r, data))
+        .map(|r| (r.iteration, (r.address - base) / std::mem::size_of::<T>()))
+        .collect()
+}
+
+#[test]
+fn trace_range_prefetches_i_plus_distance_and_stops_at_the_end() {
+    let n = 100;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut y = vec![0.0f32; n];
+    let emu = traced();
+    ptx_kernels::pf_range_l1::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut y).unwrap();
+    let trace = emu.take_prefetch_trace();
+    assert!(trace.iter().all(|r| r.instruction == Instruction::L1));
+    // `y[i] = x[i] * 2.0` indexes both slices: both are prefetched, 2 ahead, nothing else.
+    let want: Vec<_> = (0..n - 2).map(|i| (Some(i), i + 2)).collect();
+    assert_eq!(elements(&trace, &x), want);
+    assert_eq!(elements(&trace, &y), want);
+    assert_eq!(trace.len(), 2 * want.len());
+
+    ptx_kernels::pf_range_l2::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut y).unwrap();
+    let trace = emu.take_prefetch_trace();
+    // `y[i] += x[i]` indexes both slices: both are prefetched, 8 ahead.
+    assert_eq!(trace.len(), 2 * (n - 8));
+    assert!(trace.iter().all(|r| r.instruction == Instruction::L2));
+}
+
+#[test]
+fn trace_inclusive_range_reaches_the_last_element() {
+    let x: Vec<u32> = (0..50).collect();
+    let mut out = vec![0u32; 1];
+    let emu = traced();
+    ptx_kernels::pf_range_inclusive::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out, 49)
+        .unwrap();
+    assert_eq!(out[0], (0..50).sum::<u32>());
+    let want: Vec<_> = (0..49).map(|i| (Some(i), i + 1)).collect();
+    assert_eq!(elements(&emu.take_prefetch_trace(), &x), want);
+}
+
+#[test]
+fn trace_grid_stride_prefetches_four_strides_ahead_per_thread() {
+    let n = 1000;
+    let x: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let mut y = vec![0.0f64; n];
+    let emu = traced();
+    let cfg = LaunchConfig::new((2, 1, 1), (32, 1, 1)); // stride 64
+    ptx_kernels::pf_grid_stride::launch(&emu, cfg, &x, &mut y).unwrap();
+    assert!(y.iter().zip(&x).all(|(y, x)| *y == x + 1.0));
+    let trace = emu.take_prefetch_trace();
+    let in_x: Vec<_> = trace.iter().filter(|r| inside(r, &x)).cloned().collect();
+    assert_eq!(in_x.len() * 2, trace.len(), "x and y, nothing else");
+    let mut count = 0;
+    for (r, (it, e)) in in_x.iter().zip(elements(&in_x, &x)) {
+        let i = it.expect("issued inside the loop");
+        let thread = r.block[0] as usize * 32 + r.thread[0] as usize;
+        assert_eq!(i % 64, thread, "{r:?}");
+        assert_eq!(e, i + 4 * 64, "{r:?}");
+        count += 1;
+    }
+    // Every iteration whose i + 256 < n prefetches exactly once.
+    assert_eq!(count, n - 256);
+}
+
+#[test]
+fn trace_portable_levels_use_the_sm90_instructions() {
+    let x = vec![1.0f32; 64];
+    let mut y = vec![0.0f32; 64];
+    let emu = traced();
+    ptx_kernels::pf_evict_last_portable::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut y)
+        .unwrap();
+    let t = emu.take_prefetch_trace();
+    assert_eq!(t.len(), 2 * 60, "x and y, 4 ahead");
+    assert!(t.iter().all(|r| r.instruction == Instruction::L2EvictLast));
+    ptx_kernels::pf_evict_normal_portable::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut y)
+        .unwrap();
+    let t = emu.take_prefetch_trace();
+    assert_eq!(t.len(), 2 * 63, "distance 1 by default");
+    assert!(t.iter().all(|r| r.instruction == Instruction::L2EvictNormal));
+}
+
+#[test]
+fn trace_iter_and_iter_mut_prefetch_the_element_distance_ahead() {
+    let x: Vec<f32> = (0..300).map(|i| i as f32).collect();
+    let mut out = vec![0.0f32; 1];
+    let emu = traced();
+    ptx_kernels::pf_iter::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out).unwrap();
+    assert_eq!(out[0], x.iter().sum::<f32>());
+    let want: Vec<_> = (0..300 - 16).map(|i| (Some(i), i + 16)).collect();
+    assert_eq!(elements(&emu.take_prefetch_trace(), &x), want);
+
+    let mut y: Vec<i32> = (0..100).collect();
+    ptx_kernels::pf_iter_mut::launch(&emu, LaunchConfig::for_len(1, 1), &mut y, 5).unwrap();
+    assert_eq!(y, (5..105).collect::<Vec<i32>>());
+    let t = emu.take_prefetch_trace();
+    assert!(t.iter().all(|r| r.instruction == Instruction::L1));
+    let want: Vec<_> = (0..96).map(|i| (Some(i), i + 4)).collect();
+    assert_eq!(elements(&t, &y), want);
+}
+
+#[test]
+fn trace_chunks_prefetch_the_next_chunk_clamped_to_the_data() {
+    // 3.5 chunks of 1024 floats: chunk 2 prefetches the half chunk 3, chunk 3 nothing.
+    let n = 3 * 1024 + 512;
+    let x = vec![1.0f32; n];
+    let mut out = vec![0.0f32; 1];
+    let emu = traced();
+    ptx_kernels::pf_chunks_bulk_portable::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out)
+        .unwrap();
+    assert_eq!(out[0], 4.0);
+    let t = emu.take_prefetch_trace();
+    let base = x.as_ptr() as usize;
+    let got: Vec<_> = t
+        .iter()
+        .map(|r| {
+            assert_eq!(r.instruction, Instruction::BulkL2);
+            (r.iteration, r.address, r.address + r.bytes)
+        })
+        .collect();
+    // The bulk range is widened to 16-byte alignment, never past the pages of the chunk.
+    let cover = |first: usize, count: usize| {
+        let (a, b) = (base + first * 4, base + (first + count) * 4);
+        (a & !15, (b + 15) & !15)
+    };
+    let want: Vec<_> = [(0, 1024, 1024), (1, 2048, 1024), (2, 3072, 512)]
+        .iter()
+        .map(|&(i, first, count)| {
+            let (a, b) = cover(first, count);
+            (Some(i), a, b)
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // chunks_exact(64) of u64, distance 2: per-line L2 prefetches covering chunk i + 2.
+    let x: Vec<u64> = (0..64 * 10).collect();
+    let mut out = vec![0u64; 1];
+    ptx_kernels::pf_chunks_l2::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out).unwrap();
+    assert_eq!(out[0], (0..10).map(|c| c * 64 + 63).sum::<u64>());
+    let t = emu.take_prefetch_trace();
+    for i in 0..10usize {
+        let lines: Vec<_> = t.iter().filter(|r| r.iteration == Some(i)).collect();
+        if i + 2 >= 10 {
+            assert!(lines.is_empty(), "iteration {i} must not prefetch past the end");
+            continue;
+        }
+        let (lo, hi) = (
+            x.as_ptr() as usize + (i + 2) * 64 * 8,
+            x.as_ptr() as usize + (i + 3) * 64 * 8,
+        );
+        assert!(lines.iter().all(|r| r.instruction == Instruction::L2));
+        assert!(lines.iter().all(|r| r.address >= lo & !127 && r.address < hi));
+        let covered: usize = lines.iter().map(|r| r.lines().len()).sum();
+        assert!(covered >= hi - lo, "iteration {i} covers chunk {}", i + 2);
+    }
+}
+
+#[test]
+fn trace_managed_memory_gets_the_l2_hint_whatever_the_level() {
+    let x = vec![1.0f32; 2048];
+    let mut out = vec![0.0f32; 1];
+    let emu = traced();
+    ptx_kernels::pf_managed_bulk::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out)
+        .unwrap();
+    let t = emu.take_prefetch_trace();
+    assert!(!t.is_empty());
+    assert!(t.iter().all(|r| r.instruction == Instruction::L2 && r.iteration == Some(0)));
+}
+
+#[test]
+fn trace_device_fn_loops_are_traced_too() {
+    let x = vec![1.0f32; 40];
+    let mut out = vec![0.0f32; 1];
+    let emu = traced();
+    ptx_kernels::pf_device_fn::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out).unwrap();
+    let want: Vec<_> = (0..32).map(|i| (Some(i), i + 8)).collect();
+    assert_eq!(elements(&emu.take_prefetch_trace(), &x), want);
+}
+
+#[test]
+fn trace_records_direct_prefetches_without_an_iteration() {
+    let x = vec![0.0f32; 4];
+    let emu = traced();
+    ptx_kernels::intr_prefetch_direct::launch(&emu, LaunchConfig::for_len(1, 1), &x).unwrap();
+    let t = emu.take_prefetch_trace();
+    let insns: Vec<_> = t.iter().map(|r| r.instruction).collect();
+    assert_eq!(&insns[..2], [Instruction::L1, Instruction::L2]);
+    assert!(t.iter().all(|r| r.iteration.is_none() && r.thread == [0, 0, 0]));
+}
