@@ -2,14 +2,17 @@
 //! `lookahead-builder`) through their typed `#[kernel]` launchers: saxpy, the atomic
 //! reduction and the three prefetch kernels, on device memory and on managed (Unified)
 //! memory, checking every result against a CPU reference on fresh random inputs.
+//! Without a GPU (or with `--emulator`) the same launchers run the same kernels on the CPU
+//! emulator, on host memory, and the results are checked the same way.
 //!
-//! `cargo run --release -p lookahead-examples --bin demo [-- --n 16777216]`
+//! `cargo run --release -p lookahead-examples --bin demo [-- --n 16777216] [--emulator]`
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
 use cudarc::driver::{CudaSlice, CudaStream, UnifiedSlice};
+use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
 use lookahead::{Error, Gpu};
 use rand::{Rng, SeedableRng};
@@ -17,24 +20,68 @@ use rand::{Rng, SeedableRng};
 #[derive(Parser)]
 #[command(about = "Run Lookahead's Rust kernels on the GPU and check them against the CPU")]
 struct Args {
-    /// Elements per vector.
-    #[arg(long, default_value_t = 1 << 24)]
-    n: usize,
+    /// Elements per vector (default: 16M on a GPU, 1M on the emulator).
+    #[arg(long)]
+    n: Option<usize>,
     /// Random seed (default: a fresh one each run).
     #[arg(long)]
     seed: Option<u64>,
+    /// Run on the CPU emulator even if a GPU is present.
+    #[arg(long)]
+    emulator: bool,
 }
 
-/// Either kind of memory the kernels run on.
+/// Where the kernels run.
+enum Device {
+    Gpu(Gpu),
+    Emulator(Emulator),
+}
+
+/// The memory the kernels run on: device or managed memory on a GPU, host memory on the
+/// emulator.
 enum Buffer {
     Device(CudaSlice<f32>),
     Managed(UnifiedSlice<f32>),
+    Host(Vec<f32>),
+}
+
+/// Launches `$kernel` on `$dev` with buffers `$x`, `$y` of the same kind.
+macro_rules! launch {
+    ($dev:expr, $kernel:path, $cfg:expr, [$($scalar:expr),*], $x:expr, $y:expr) => {
+        match ($dev, $x, $y) {
+            (Device::Gpu(g), Buffer::Device(x), Buffer::Device(y)) => $kernel(g, $cfg, $($scalar,)* x, y),
+            (Device::Gpu(g), Buffer::Managed(x), Buffer::Managed(y)) => $kernel(g, $cfg, $($scalar,)* x, y),
+            (Device::Emulator(e), Buffer::Host(x), Buffer::Host(y)) => $kernel(e, $cfg, $($scalar,)* x, y),
+            _ => unreachable!("the buffers match the device"),
+        }
+    };
+}
+
+impl Device {
+    /// The memory kinds to run on: device and managed memory, or host memory.
+    fn memories(&self) -> &'static [&'static str] {
+        match self {
+            Device::Gpu(_) => &["device", "managed"],
+            Device::Emulator(_) => &["host"],
+        }
+    }
+
+    fn synchronize(&self) -> Result<(), Error> {
+        match self {
+            Device::Gpu(g) => g.synchronize(),
+            Device::Emulator(_) => Ok(()), // emulated launches finish before returning
+        }
+    }
 }
 
 impl Buffer {
-    fn new(gpu: &Gpu, managed: bool, data: &[f32]) -> Result<Self, Error> {
+    fn new(dev: &Device, memory: &str, data: &[f32]) -> Result<Self, Error> {
+        let gpu = match dev {
+            Device::Gpu(g) => g,
+            Device::Emulator(_) => return Ok(Buffer::Host(data.to_vec())),
+        };
         let during = |call| move |source| Error::Driver { call, source };
-        if managed {
+        if memory == "managed" {
             // SAFETY: f32 is valid for any bit pattern; filled right below.
             let mut buf = unsafe { gpu.context().alloc_unified::<f32>(data.len(), true) }
                 .map_err(during("cuMemAllocManaged"))?;
@@ -51,7 +98,12 @@ impl Buffer {
         }
     }
 
-    fn read(&self, stream: &Arc<CudaStream>) -> Result<Vec<f32>, Error> {
+    fn read(&self, dev: &Device) -> Result<Vec<f32>, Error> {
+        let stream: &Arc<CudaStream> = match (dev, self) {
+            (_, Buffer::Host(h)) => return Ok(h.clone()),
+            (Device::Gpu(g), _) => g.stream(),
+            (Device::Emulator(_), _) => unreachable!("the emulator uses host memory"),
+        };
         let during = |call| move |source| Error::Driver { call, source };
         stream
             .synchronize()
@@ -59,6 +111,7 @@ impl Buffer {
         match self {
             Buffer::Device(d) => stream.clone_dtoh(d).map_err(during("cuMemcpyDtoH")),
             Buffer::Managed(m) => Ok(m.as_slice().map_err(during("host access"))?.to_vec()),
+            Buffer::Host(_) => unreachable!("handled above"),
         }
     }
 }
@@ -79,23 +132,27 @@ fn main() -> ExitCode {
         .collect();
     println!("  PTX built for: {}", built.join(", "));
 
-    let gpu = match Gpu::new(0) {
-        Ok(gpu) => gpu,
-        Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
-            println!("\nNo CUDA GPU here: {e}.");
-            println!("Nothing was run on a GPU and nothing was checked. The kernels were compiled");
-            println!(
-                "and validated (see `bash scripts/test.sh`); run this demo on a machine with an"
-            );
-            println!("NVIDIA GPU and driver to execute them.");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+    let dev = if args.emulator {
+        println!("\n--emulator: running the kernels on the CPU emulator (lookahead::emu).");
+        Device::Emulator(Emulator::new())
+    } else {
+        match Gpu::new(0) {
+            Ok(gpu) => Device::Gpu(gpu),
+            Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
+                println!("\nNo CUDA GPU here ({e}).");
+                println!("Running the same kernels on the CPU EMULATOR instead (lookahead::emu):");
+                println!("every GPU thread runs on the host, with GPU semantics; results are checked");
+                println!("against the CPU reference as on a GPU, but nothing ran on a GPU and the");
+                println!("timings say nothing about GPU speed.");
+                Device::Emulator(Emulator::new())
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     };
-    match run(&gpu, &args) {
+    match run(&dev, &args) {
         Ok(checks) => {
             println!("\n{:<46} {:<6} detail", "check", "result");
             for c in &checks {
@@ -121,41 +178,44 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
-    let (major, minor) = gpu.driver_version()?;
-    let module = lookahead::launch::module_for(gpu.context(), gpu_kernels::PTX)?;
-    println!(
-        "  GPU: {} (sm_{}), driver CUDA {major}.{minor}, loaded the sm_{} module",
-        gpu.name(),
-        gpu.compute_capability(),
-        module.arch()
-    );
+fn run(dev: &Device, args: &Args) -> Result<Vec<Check>, Error> {
+    let n = match dev {
+        Device::Gpu(gpu) => {
+            let (major, minor) = gpu.driver_version()?;
+            let module = lookahead::launch::module_for(gpu.context(), gpu_kernels::PTX)?;
+            println!(
+                "  GPU: {} (sm_{}), driver CUDA {major}.{minor}, loaded the sm_{} module",
+                gpu.name(),
+                gpu.compute_capability(),
+                module.arch()
+            );
+            args.n.unwrap_or(1 << 24)
+        }
+        Device::Emulator(emu) => {
+            println!(
+                "  device: CPU emulator, {} worker thread(s), no GPU",
+                emu.worker_count()
+            );
+            args.n.unwrap_or(1 << 20)
+        }
+    };
     let seed = args.seed.unwrap_or_else(rand::random);
-    println!("  n = {}, seed = {seed}", args.n);
+    println!("  n = {n}, seed = {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let n = args.n;
+    let started = std::time::Instant::now();
     let mut checks = Vec::new();
-    for managed in [false, true] {
-        let memory = if managed { "managed" } else { "device" };
+    for &memory in dev.memories() {
         let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
         let y: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
         let a: f32 = rng.gen_range(-4.0..4.0);
 
         // saxpy
-        let dx = Buffer::new(gpu, managed, &x)?;
-        let mut dy = Buffer::new(gpu, managed, &y)?;
+        let dx = Buffer::new(dev, memory, &x)?;
+        let mut dy = Buffer::new(dev, memory, &y)?;
         let cfg = LaunchConfig::for_len(n, gpu_kernels::BLOCK_SIZE);
-        match (&dx, &mut dy) {
-            (Buffer::Device(dx), Buffer::Device(dy)) => {
-                gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy)
-            }
-            (Buffer::Managed(dx), Buffer::Managed(dy)) => {
-                gpu_kernels::saxpy::launch(gpu, cfg, a, dx, dy)
-            }
-            _ => unreachable!("both buffers have the same kind"),
-        }?;
-        gpu.synchronize()?;
-        let got = dy.read(gpu.stream())?;
+        launch!(dev, gpu_kernels::saxpy::launch, cfg, [a], &dx, &mut dy)?;
+        dev.synchronize()?;
+        let got = dy.read(dev)?;
         let worst = (0..n)
             .map(|i| (got[i] - a.mul_add(x[i], y[i])).abs())
             .fold(0.0f32, f32::max);
@@ -166,20 +226,12 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
         });
 
         // reduction with atomics
-        let mut out = Buffer::new(gpu, managed, &[0.0f32])?;
+        let mut out = Buffer::new(dev, memory, &[0.0f32])?;
         let cfg =
             LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, gpu_kernels::BLOCK_SIZE * 4);
-        match (&dx, &mut out) {
-            (Buffer::Device(dx), Buffer::Device(o)) => {
-                gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o)
-            }
-            (Buffer::Managed(dx), Buffer::Managed(o)) => {
-                gpu_kernels::reduce_sum::launch(gpu, cfg, dx, o)
-            }
-            _ => unreachable!("both buffers have the same kind"),
-        }?;
-        gpu.synchronize()?;
-        let got = out.read(gpu.stream())?[0] as f64;
+        launch!(dev, gpu_kernels::reduce_sum::launch, cfg, [], &dx, &mut out)?;
+        dev.synchronize()?;
+        let got = out.read(dev)?[0] as f64;
         let want: f64 = x.iter().map(|&v| v as f64).sum();
         let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
         let rel = (got - want).abs() / scale;
@@ -190,53 +242,31 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
         });
 
         // prefetching copies: y is poisoned with NaN first, so an unwritten element fails.
-        type Copy = fn(&Gpu, LaunchConfig, &Buffer, &mut Buffer) -> Result<(), Error>;
+        type Copy = fn(&Device, LaunchConfig, &Buffer, &mut Buffer) -> Result<(), Error>;
         let copies: [(&str, Copy, LaunchConfig); 3] = [
             (
                 "copy_prefetch_l2",
-                |g, c, x, y| match (x, y) {
-                    (Buffer::Device(x), Buffer::Device(y)) => {
-                        gpu_kernels::copy_prefetch_l2::launch(g, c, x, y)
-                    }
-                    (Buffer::Managed(x), Buffer::Managed(y)) => {
-                        gpu_kernels::copy_prefetch_l2::launch(g, c, x, y)
-                    }
-                    _ => unreachable!("both buffers have the same kind"),
-                },
+                |d, c, x, y| launch!(d, gpu_kernels::copy_prefetch_l2::launch, c, [], x, y),
                 LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024),
             ),
             (
                 "copy_prefetch_l2_evict_last",
-                |g, c, x, y| match (x, y) {
-                    (Buffer::Device(x), Buffer::Device(y)) => {
-                        gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y)
-                    }
-                    (Buffer::Managed(x), Buffer::Managed(y)) => {
-                        gpu_kernels::copy_prefetch_l2_evict_last::launch(g, c, x, y)
-                    }
-                    _ => unreachable!("both buffers have the same kind"),
+                |d, c, x, y| {
+                    launch!(d, gpu_kernels::copy_prefetch_l2_evict_last::launch, c, [], x, y)
                 },
                 LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024),
             ),
             (
                 "copy_prefetch_bulk",
-                |g, c, x, y| match (x, y) {
-                    (Buffer::Device(x), Buffer::Device(y)) => {
-                        gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y)
-                    }
-                    (Buffer::Managed(x), Buffer::Managed(y)) => {
-                        gpu_kernels::copy_prefetch_bulk::launch(g, c, x, y)
-                    }
-                    _ => unreachable!("both buffers have the same kind"),
-                },
+                |d, c, x, y| launch!(d, gpu_kernels::copy_prefetch_bulk::launch, c, [], x, y),
                 LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 264),
             ),
         ];
         for (kernel, launch, cfg) in copies {
-            let mut dy = Buffer::new(gpu, managed, &vec![f32::NAN; n])?;
-            launch(gpu, cfg, &dx, &mut dy)?;
-            gpu.synchronize()?;
-            let got = dy.read(gpu.stream())?;
+            let mut dy = Buffer::new(dev, memory, &vec![f32::NAN; n])?;
+            launch(dev, cfg, &dx, &mut dy)?;
+            dev.synchronize()?;
+            let got = dy.read(dev)?;
             let wrong = got
                 .iter()
                 .zip(&x)
@@ -248,6 +278,13 @@ fn run(gpu: &Gpu, args: &Args) -> Result<Vec<Check>, Error> {
                 detail: format!("{wrong} of {n} elements differ"),
             });
         }
+    }
+    if let Device::Emulator(_) = dev {
+        println!(
+            "  emulated {} kernel launches in {:.2} s",
+            5 * dev.memories().len(),
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok(checks)
 }
