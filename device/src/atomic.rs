@@ -58,23 +58,72 @@ macro_rules! atom {
     };
 }
 
-atom!(AtomicAdd, atomic_add_ptr, f32, "atom.add.f32", reg32, |p: *mut f32, v: f32| {
-    let a = AtomicU32::from_ptr(p as *mut u32);
-    let mut old = a.load(SeqCst);
-    loop {
-        let new = (f32::from_bits(old) + v).to_bits();
-        match a.compare_exchange_weak(old, new, SeqCst, SeqCst) {
-            Ok(_) => break f32::from_bits(old),
-            Err(seen) => old = seen,
+atom!(
+    AtomicAdd,
+    atomic_add_ptr,
+    f32,
+    "atom.add.f32",
+    reg32,
+    |p: *mut f32, v: f32| {
+        let a = AtomicU32::from_ptr(p as *mut u32);
+        let mut old = a.load(SeqCst);
+        loop {
+            let new = (f32::from_bits(old) + v).to_bits();
+            match a.compare_exchange_weak(old, new, SeqCst, SeqCst) {
+                Ok(_) => break f32::from_bits(old),
+                Err(seen) => old = seen,
+            }
         }
     }
-});
-atom!(AtomicAdd, atomic_add_ptr, u32, "atom.add.u32", reg32, |p, v| AtomicU32::from_ptr(p).fetch_add(v, SeqCst));
-atom!(AtomicAdd, atomic_add_ptr, u64, "atom.add.u64", reg64, |p, v| AtomicU64::from_ptr(p).fetch_add(v, SeqCst));
-atom!(AtomicMax, atomic_max_ptr, u32, "atom.max.u32", reg32, |p, v| AtomicU32::from_ptr(p).fetch_max(v, SeqCst));
-atom!(AtomicMax, atomic_max_ptr, i32, "atom.max.s32", reg32, |p, v| AtomicI32::from_ptr(p).fetch_max(v, SeqCst));
-atom!(AtomicMax, atomic_max_ptr, u64, "atom.max.u64", reg64, |p, v| AtomicU64::from_ptr(p).fetch_max(v, SeqCst));
-atom!(AtomicMax, atomic_max_ptr, i64, "atom.max.s64", reg64, |p, v| AtomicI64::from_ptr(p).fetch_max(v, SeqCst));
+);
+atom!(
+    AtomicAdd,
+    atomic_add_ptr,
+    u32,
+    "atom.add.u32",
+    reg32,
+    |p, v| AtomicU32::from_ptr(p).fetch_add(v, SeqCst)
+);
+atom!(
+    AtomicAdd,
+    atomic_add_ptr,
+    u64,
+    "atom.add.u64",
+    reg64,
+    |p, v| AtomicU64::from_ptr(p).fetch_add(v, SeqCst)
+);
+atom!(
+    AtomicMax,
+    atomic_max_ptr,
+    u32,
+    "atom.max.u32",
+    reg32,
+    |p, v| AtomicU32::from_ptr(p).fetch_max(v, SeqCst)
+);
+atom!(
+    AtomicMax,
+    atomic_max_ptr,
+    i32,
+    "atom.max.s32",
+    reg32,
+    |p, v| AtomicI32::from_ptr(p).fetch_max(v, SeqCst)
+);
+atom!(
+    AtomicMax,
+    atomic_max_ptr,
+    u64,
+    "atom.max.u64",
+    reg64,
+    |p, v| AtomicU64::from_ptr(p).fetch_max(v, SeqCst)
+);
+atom!(
+    AtomicMax,
+    atomic_max_ptr,
+    i64,
+    "atom.max.s64",
+    reg64,
+    |p, v| AtomicI64::from_ptr(p).fetch_max(v, SeqCst)
+);
 
 macro_rules! cas {
     ($ty:ty, $instr:literal, $reg:ident, $atomic:ident) => {

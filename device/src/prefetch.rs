@@ -90,7 +90,9 @@ pub fn apply_priority_evict_normal<T>(ptr: *const T) {
             core::arch::asm!("applypriority.global.L2::evict_normal [{p}], 128;", p = in(reg64) ptr, options(nostack, preserves_flags))
         },
         // A cache-priority change has no meaning on the host.
-        { let _ = ptr; }
+        {
+            let _ = ptr;
+        }
     )
 }
 

@@ -111,19 +111,21 @@ vote_pred!(
 /// Bit `k` set when `predicate` holds in lane `k` (`vote.sync.ballot.b32`).
 #[inline(always)]
 pub fn ballot(predicate: bool) -> u32 {
-    gpu_or_host!({
-        let out: u32;
-        // SAFETY: a warp vote over a full warp.
-        unsafe {
-            core::arch::asm!(
+    gpu_or_host!(
+        {
+            let out: u32;
+            // SAFETY: a warp vote over a full warp.
+            unsafe {
+                core::arch::asm!(
                 "{{ .reg .pred p;",
                 "setp.ne.u32 p, {pin}, 0;",
                 "vote.sync.ballot.b32 {out}, p, {m}; }}",
                 out = out(reg32) out, pin = in(reg32) predicate as u32, m = in(reg32) FULL_MASK, options(nostack));
-        }
-        out
-    },
-    hooks::warp_op("warp::ballot", WarpOp::Ballot(predicate)))
+            }
+            out
+        },
+        hooks::warp_op("warp::ballot", WarpOp::Ballot(predicate))
+    )
 }
 
 /// The lanes currently executing this instruction together (`activemask.b32`).

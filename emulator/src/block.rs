@@ -30,7 +30,8 @@ impl StackPool {
     }
     fn take(&mut self) -> DefaultStack {
         self.free.pop().unwrap_or_else(|| {
-            DefaultStack::new(self.size).expect("could not map a coroutine stack for an emulated GPU thread")
+            DefaultStack::new(self.size)
+                .expect("could not map a coroutine stack for an emulated GPU thread")
         })
     }
     fn give(&mut self, s: DefaultStack) {
@@ -128,7 +129,9 @@ pub(crate) fn run_block(
             if state[i] != State::Runnable {
                 continue;
             }
-            let co = cos[i].as_mut().expect("a runnable thread has its coroutine");
+            let co = cos[i]
+                .as_mut()
+                .expect("a runnable thread has its coroutine");
             set_current(Some(&threads[i]));
             let r = catch_unwind(AssertUnwindSafe(|| co.resume(())));
             set_current(None);
@@ -209,7 +212,12 @@ pub(crate) fn run_block(
             if waiting.len() == lanes.len() {
                 let ops: Vec<_> = lanes
                     .clone()
-                    .map(|i| threads[i].warp_op.get().expect("a lane at a warp operation deposited it"))
+                    .map(|i| {
+                        threads[i]
+                            .warp_op
+                            .get()
+                            .expect("a lane at a warp operation deposited it")
+                    })
                     .collect();
                 match warp::resolve(&ops) {
                     Ok(results) => {
@@ -225,7 +233,10 @@ pub(crate) fn run_block(
                     }
                 }
             } else {
-                let op = threads[waiting[0]].warp_op.get().map_or("a warp operation", |o| o.name());
+                let op = threads[waiting[0]]
+                    .warp_op
+                    .get()
+                    .map_or("a warp operation", |o| o.name());
                 stuck_warp.get_or_insert(format!(
                     "warp {w}: some lanes wait at {op} (full mask) while others exited or wait at sync_threads"
                 ));
@@ -239,13 +250,7 @@ pub(crate) fn run_block(
             state.fill(State::Runnable);
             continue;
         }
-        let set = |want: State| {
-            ThreadSet(
-                (0..n)
-                    .filter(|&i| state[i as usize] == want)
-                    .collect(),
-            )
-        };
+        let set = |want: State| ThreadSet((0..n).filter(|&i| state[i as usize] == want).collect());
         let what = stuck_warp.unwrap_or_else(|| {
             "some threads wait at sync_threads, which every thread of the block must reach, but the others exited".to_string()
         });

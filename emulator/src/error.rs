@@ -27,7 +27,12 @@ impl fmt::Display for ThreadSet {
         if self.0.is_empty() {
             return write!(f, "none");
         }
-        write!(f, "{} thread{}: ", self.0.len(), if self.0.len() == 1 { "" } else { "s" })?;
+        write!(
+            f,
+            "{} thread{}: ",
+            self.0.len(),
+            if self.0.len() == 1 { "" } else { "s" }
+        )?;
         let mut ranges = Vec::new();
         let mut start = self.0[0];
         let mut prev = start;
@@ -42,7 +47,13 @@ impl fmt::Display for ThreadSet {
         let shown: Vec<String> = ranges
             .iter()
             .take(8)
-            .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}..={b}") })
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}..={b}")
+                }
+            })
             .collect();
         write!(f, "{}", shown.join(", "))?;
         if ranges.len() > 8 {

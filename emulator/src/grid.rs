@@ -144,18 +144,28 @@ impl Emulator {
                 break;
             }
             let (gx, gy) = (grid_dim[0] as u64, grid_dim[1] as u64);
-            let idx = [(b % gx) as u32, (b / gx % gy) as u32, (b / (gx * gy)) as u32];
+            let idx = [
+                (b % gx) as u32,
+                (b / gx % gy) as u32,
+                (b / (gx * gy)) as u32,
+            ];
             let r = run_block(&launch, idx, entry, pool);
             if r.is_err() {
                 launch.abort.store(true, Ordering::Relaxed);
             }
             if r.is_err() || self.inner.trace_on {
-                outcomes.lock().unwrap_or_else(|p| p.into_inner()).push((b, r));
+                outcomes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((b, r));
             }
         };
         let workers = (self.inner.workers as u64).min(blocks) as usize;
-        let mut pools = std::mem::take(&mut *self.inner.pools.lock().unwrap_or_else(|p| p.into_inner()));
-        pools.resize_with(workers.max(pools.len()), || StackPool::new(self.inner.stack_size));
+        let mut pools =
+            std::mem::take(&mut *self.inner.pools.lock().unwrap_or_else(|p| p.into_inner()));
+        pools.resize_with(workers.max(pools.len()), || {
+            StackPool::new(self.inner.stack_size)
+        });
         if workers == 1 {
             worker(&mut pools[0]);
         } else {

@@ -64,7 +64,12 @@ pub fn sleep() {
 
 /// The calling block's array for the `shared_array!` call site `symbol` (declared at
 /// `site`), `bytes` long and aligned to `align`.
-pub fn shared_array(symbol: &'static str, site: &'static str, bytes: usize, align: usize) -> *mut u8 {
+pub fn shared_array(
+    symbol: &'static str,
+    site: &'static str,
+    bytes: usize,
+    align: usize,
+) -> *mut u8 {
     expect_current("shared_array!", |t| {
         t.block.shared.borrow_mut().get(symbol, site, bytes, align)
     })

@@ -51,7 +51,13 @@ pub(crate) struct SharedMemory {
 
 impl SharedMemory {
     /// The block's array for the `shared_array!` call site `symbol` (allocated on first use).
-    pub fn get(&mut self, symbol: &'static str, site: &'static str, bytes: usize, align: usize) -> *mut u8 {
+    pub fn get(
+        &mut self,
+        symbol: &'static str,
+        site: &'static str,
+        bytes: usize,
+        align: usize,
+    ) -> *mut u8 {
         if let Some(a) = self.allocations.iter().find(|a| a.symbol == symbol) {
             return a.ptr;
         }
@@ -59,7 +65,10 @@ impl SharedMemory {
             .expect("shared_array! size and alignment form a valid layout");
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc(layout) };
-        assert!(!ptr.is_null(), "out of host memory for shared_array! ({bytes} bytes)");
+        assert!(
+            !ptr.is_null(),
+            "out of host memory for shared_array! ({bytes} bytes)"
+        );
         // Uninitialised shared memory is garbage on the GPU: make reading it conspicuous.
         // SAFETY: `ptr` is valid for `layout.size()` bytes.
         unsafe { ptr.write_bytes(0xff, layout.size()) };
@@ -84,7 +93,11 @@ impl SharedMemory {
         me: u32,
         epoch: u64,
     ) -> Result<(), RaceReport> {
-        let Some(a) = self.allocations.iter_mut().find(|a| a.ptr as *const u8 == base) else {
+        let Some(a) = self
+            .allocations
+            .iter_mut()
+            .find(|a| a.ptr as *const u8 == base)
+        else {
             return Ok(()); // not a shared_array! allocation of this block
         };
         if a.shadow.len() < len {
@@ -102,7 +115,11 @@ impl SharedMemory {
         };
         if s.write_epoch == epoch && s.writer != 0 && s.writer != me1 {
             return Err(race(
-                if write { "write after write" } else { "read after write" },
+                if write {
+                    "write after write"
+                } else {
+                    "read after write"
+                },
                 s.writer,
             ));
         }

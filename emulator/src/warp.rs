@@ -80,7 +80,12 @@ pub(crate) fn resolve(ops: &[WarpOp]) -> Result<Vec<u32>, String> {
         ));
     }
     let n = ops.len() as u32;
-    let pred = |o: &WarpOp| matches!(o, WarpOp::All(true) | WarpOp::Any(true) | WarpOp::Ballot(true));
+    let pred = |o: &WarpOp| {
+        matches!(
+            o,
+            WarpOp::All(true) | WarpOp::Any(true) | WarpOp::Ballot(true)
+        )
+    };
     Ok(match first {
         WarpOp::Shuffle { .. } => {
             let value = |lane: u32| match ops[lane as usize] {

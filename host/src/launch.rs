@@ -384,7 +384,10 @@ impl LaunchOn for Arc<CudaStream> {
         ptx: &'static [(u32, &'static str)],
         name: &'static str,
     ) -> Result<(CudaFunction, Arc<CudaStream>)> {
-        Ok((module_for(self.context(), ptx)?.function(name)?, self.clone()))
+        Ok((
+            module_for(self.context(), ptx)?.function(name)?,
+            self.clone(),
+        ))
     }
 }
 

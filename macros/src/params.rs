@@ -277,7 +277,10 @@ impl Param {
                 quote_spanned!(span=> #name: &mut (impl #l::KernelSliceMut<#elem, #mem> + ?Sized))
             }
             Kind::View {
-                mutable, mem: kind, elem, ..
+                mutable,
+                mem: kind,
+                elem,
+                ..
             } => {
                 let marker = match kind {
                     ViewKind::Device => quote!(#l::DeviceMemory),

@@ -75,11 +75,7 @@ fn reduce_sum_matches_the_cpu() {
     gpu_kernels::reduce_sum::launch(&emu(), LaunchConfig::grid_stride(n, 256, 16), &x, &mut out)
         .unwrap();
     let want: f64 = x.iter().map(|&v| v as f64).sum();
-    assert!(
-        (out[0] as f64 - want).abs() < 1e-2,
-        "{} vs {want}",
-        out[0]
-    );
+    assert!((out[0] as f64 - want).abs() < 1e-2, "{} vs {want}", out[0]);
 }
 
 #[test]
@@ -112,19 +108,24 @@ fn launchers_check_lengths_before_running() {
     let mut y = vec![0.0f32; 9];
     let e = gpu_kernels::saxpy::launch(&emu(), LaunchConfig::for_len(10, 32), 1.0, &x, &mut y)
         .unwrap_err();
-    assert!(matches!(e, Error::LengthMismatch { kernel: "saxpy", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                kernel: "saxpy",
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(y.iter().all(|&v| v == 0.0), "nothing ran");
 }
 
 #[test]
 fn indices_and_dimensions_are_per_thread() {
     let mut out = vec![u32::MAX; 12];
-    ptx_kernels::intr_indices::launch(
-        &emu(),
-        LaunchConfig::new((3, 2, 1), (64, 2, 1)),
-        &mut out,
-    )
-    .unwrap();
+    ptx_kernels::intr_indices::launch(&emu(), LaunchConfig::new((3, 2, 1), (64, 2, 1)), &mut out)
+        .unwrap();
     assert_eq!(out, [0, 0, 64, 2, 1, 3, 2, 1, 0, 0, 192, 32]);
 }
 
@@ -163,7 +164,11 @@ fn warp_shuffles_and_votes_follow_ptx() {
         for delta in [16, 8, 4, 2, 1] {
             let prev = v.clone();
             for (l, value) in v.iter_mut().enumerate() {
-                *value += if l + delta < 32 { prev[l + delta] } else { prev[l] };
+                *value += if l + delta < 32 {
+                    prev[l + delta]
+                } else {
+                    prev[l]
+                };
             }
         }
         v
@@ -181,7 +186,12 @@ fn warp_shuffles_and_votes_follow_ptx() {
         let c = x[0];
         let d = x[if l >= 1 { l - 1 } else { l }];
         let want = a + b + c + d + sum_down[l] + (all + any) as f32 + (ballot ^ u32::MAX) as f32;
-        assert_eq!(out[l], want, "lane {l}: x = {x:?}, parts {:?}", (a, b, c, d, sum_down[l], all, any, ballot));
+        assert_eq!(
+            out[l],
+            want,
+            "lane {l}: x = {x:?}, parts {:?}",
+            (a, b, c, d, sum_down[l], all, any, ballot)
+        );
     }
 }
 
@@ -239,13 +249,8 @@ fn out_of_bounds_index_names_kernel_block_thread_and_index() {
     let mut y = vec![0.0f32; 100];
     // k = 1: thread 99 of the grid reads x[100].
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = ptx_kernels::intr_bounds::launch(
-            &emu(),
-            LaunchConfig::for_len(100, 32),
-            &x,
-            &mut y,
-            1,
-        );
+        let _ =
+            ptx_kernels::intr_bounds::launch(&emu(), LaunchConfig::for_len(100, 32), &x, &mut y, 1);
     }));
     let msg = panic_message(r);
     assert!(msg.contains("kernel `intr_bounds`"), "{msg}");
@@ -284,32 +289,28 @@ fn a_barrier_behind_an_early_return_is_a_deadlock() {
 #[test]
 fn a_shuffle_some_lanes_skip_is_a_deadlock() {
     let mut out = vec![0.0f32; 32];
-    let e = ptx_kernels::bug_divergent_shuffle::launch(
-        &emu(),
-        LaunchConfig::for_len(32, 32),
-        &mut out,
-    )
-    .unwrap_err();
+    let e =
+        ptx_kernels::bug_divergent_shuffle::launch(&emu(), LaunchConfig::for_len(32, 32), &mut out)
+            .unwrap_err();
     let text = e.to_string();
     assert!(
         matches!(e, Error::Emulator(EmuError::Deadlock { .. })),
         "{text}"
     );
     assert!(text.contains("shfl.sync.down"), "{text}");
-    assert!(text.contains("waiting at a warp operation: 16 threads: 0..=15"), "{text}");
+    assert!(
+        text.contains("waiting at a warp operation: 16 threads: 0..=15"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_missing_barrier_on_shared_memory_is_a_data_race() {
     let x = vec![1.0f32; 64];
     let mut y = vec![0.0f32; 64];
-    let e = ptx_kernels::bug_missing_barrier::launch(
-        &emu(),
-        LaunchConfig::for_len(64, 64),
-        &x,
-        &mut y,
-    )
-    .unwrap_err();
+    let e =
+        ptx_kernels::bug_missing_barrier::launch(&emu(), LaunchConfig::for_len(64, 64), &x, &mut y)
+            .unwrap_err();
     let text = e.to_string();
     let Error::Emulator(EmuError::DataRace { kind, site, .. }) = &e else {
         panic!("expected a race, got {text}");
@@ -431,7 +432,9 @@ fn trace_portable_levels_use_the_sm90_instructions() {
         .unwrap();
     let t = emu.take_prefetch_trace();
     assert_eq!(t.len(), 2 * 63, "distance 1 by default");
-    assert!(t.iter().all(|r| r.instruction == Instruction::L2EvictNormal));
+    assert!(t
+        .iter()
+        .all(|r| r.instruction == Instruction::L2EvictNormal));
 }
 
 #[test]
@@ -495,7 +498,10 @@ fn trace_chunks_prefetch_the_next_chunk_clamped_to_the_data() {
     for i in 0..10usize {
         let lines: Vec<_> = t.iter().filter(|r| r.iteration == Some(i)).collect();
         if i + 2 >= 10 {
-            assert!(lines.is_empty(), "iteration {i} must not prefetch past the end");
+            assert!(
+                lines.is_empty(),
+                "iteration {i} must not prefetch past the end"
+            );
             continue;
         }
         let (lo, hi) = (
@@ -503,7 +509,9 @@ fn trace_chunks_prefetch_the_next_chunk_clamped_to_the_data() {
             x.as_ptr() as usize + (i + 3) * 64 * 8,
         );
         assert!(lines.iter().all(|r| r.instruction == Instruction::L2));
-        assert!(lines.iter().all(|r| r.address >= lo & !127 && r.address < hi));
+        assert!(lines
+            .iter()
+            .all(|r| r.address >= lo & !127 && r.address < hi));
         let covered: usize = lines.iter().map(|r| r.lines().len()).sum();
         assert!(covered >= hi - lo, "iteration {i} covers chunk {}", i + 2);
     }
@@ -514,11 +522,12 @@ fn trace_managed_memory_gets_the_l2_hint_whatever_the_level() {
     let x = vec![1.0f32; 2048];
     let mut out = vec![0.0f32; 1];
     let emu = traced();
-    ptx_kernels::pf_managed_bulk::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out)
-        .unwrap();
+    ptx_kernels::pf_managed_bulk::launch(&emu, LaunchConfig::for_len(1, 1), &x, &mut out).unwrap();
     let t = emu.take_prefetch_trace();
     assert!(!t.is_empty());
-    assert!(t.iter().all(|r| r.instruction == Instruction::L2 && r.iteration == Some(0)));
+    assert!(t
+        .iter()
+        .all(|r| r.instruction == Instruction::L2 && r.iteration == Some(0)));
 }
 
 #[test]
@@ -539,5 +548,7 @@ fn trace_records_direct_prefetches_without_an_iteration() {
     let t = emu.take_prefetch_trace();
     let insns: Vec<_> = t.iter().map(|r| r.instruction).collect();
     assert_eq!(&insns[..2], [Instruction::L1, Instruction::L2]);
-    assert!(t.iter().all(|r| r.iteration.is_none() && r.thread == [0, 0, 0]));
+    assert!(t
+        .iter()
+        .all(|r| r.iteration.is_none() && r.thread == [0, 0, 0]));
 }

@@ -7,5 +7,6 @@
 
 pub mod cpu;
 pub mod data;
+pub mod emulated;
 pub mod gpu;
 pub mod index;

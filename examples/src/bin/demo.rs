@@ -141,7 +141,9 @@ fn main() -> ExitCode {
             Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
                 println!("\nNo CUDA GPU here ({e}).");
                 println!("Running the same kernels on the CPU EMULATOR instead (lookahead::emu):");
-                println!("every GPU thread runs on the host, with GPU semantics; results are checked");
+                println!(
+                    "every GPU thread runs on the host, with GPU semantics; results are checked"
+                );
                 println!("against the CPU reference as on a GPU, but nothing ran on a GPU and the");
                 println!("timings say nothing about GPU speed.");
                 Device::Emulator(Emulator::new())
@@ -252,7 +254,14 @@ fn run(dev: &Device, args: &Args) -> Result<Vec<Check>, Error> {
             (
                 "copy_prefetch_l2_evict_last",
                 |d, c, x, y| {
-                    launch!(d, gpu_kernels::copy_prefetch_l2_evict_last::launch, c, [], x, y)
+                    launch!(
+                        d,
+                        gpu_kernels::copy_prefetch_l2_evict_last::launch,
+                        c,
+                        [],
+                        x,
+                        y
+                    )
                 },
                 LaunchConfig::grid_stride(n, gpu_kernels::BLOCK_SIZE, 1024),
             ),
