@@ -41,7 +41,7 @@ impl StackPool {
 
 /// How a block failed.
 pub(crate) enum Failure {
-    Error(EmuError),
+    Error(Box<EmuError>),
     /// A kernel thread panicked: re-raised on the launching thread with this message.
     Panic(String),
 }
@@ -150,7 +150,7 @@ pub(crate) fn run_block(
                     cos[i] = None; // finished by unwinding
                     let t = coords(i as u32, dim);
                     failure = Some(match payload.downcast::<RaceReport>() {
-                        Ok(r) => Failure::Error(EmuError::DataRace {
+                        Ok(r) => Failure::Error(Box::new(EmuError::DataRace {
                             kernel: launch.kernel,
                             block: block_idx,
                             site: r.site,
@@ -161,7 +161,7 @@ pub(crate) fn run_block(
                                 Some(o) => format!("thread {:?}", coords(o, dim)),
                                 None => "several other threads".to_string(),
                             },
-                        }),
+                        })),
                         Err(p) => Failure::Panic(format!(
                             "kernel `{}` panicked in block {:?}, thread {:?}: {}",
                             launch.kernel,
@@ -254,14 +254,14 @@ pub(crate) fn run_block(
         let what = stuck_warp.unwrap_or_else(|| {
             "some threads wait at sync_threads, which every thread of the block must reach, but the others exited".to_string()
         });
-        break Err(Failure::Error(EmuError::Deadlock {
+        break Err(Failure::Error(Box::new(EmuError::Deadlock {
             kernel: launch.kernel,
             block: block_idx,
             what,
             at_barrier: set(State::AtBarrier),
             at_warp: set(State::AtWarp),
             exited: set(State::Exited),
-        }));
+        })));
     };
     // Suspended coroutines (after a failure) are unwound here, while `threads` is alive.
     drop(cos);

@@ -183,7 +183,7 @@ impl Emulator {
         for (_, r) in outcomes {
             match r {
                 Ok(rs) => records.extend(rs),
-                Err(Failure::Error(e)) => return Err(e),
+                Err(Failure::Error(e)) => return Err(*e),
                 Err(Failure::Panic(msg)) => panic!("{msg}"),
             }
         }

@@ -96,7 +96,7 @@ impl SharedMemory {
         let Some(a) = self
             .allocations
             .iter_mut()
-            .find(|a| a.ptr as *const u8 == base)
+            .find(|a| std::ptr::eq(a.ptr, base))
         else {
             return Ok(()); // not a shared_array! allocation of this block
         };

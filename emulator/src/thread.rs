@@ -62,8 +62,9 @@ thread_local! {
 
 /// Makes `t` the thread the hooks see (the scheduler calls this around each resume).
 pub(crate) fn set_current(t: Option<&ThreadCtx<'_>>) {
+    // Erases the lifetime: the pointer is cleared before the context goes away.
     let p = t.map_or(std::ptr::null(), |t| {
-        t as *const ThreadCtx<'_> as *const ThreadCtx<'static>
+        (t as *const ThreadCtx<'_>).cast::<ThreadCtx<'static>>()
     });
     CURRENT.with(|c| c.set(p));
 }

@@ -133,7 +133,7 @@ pub enum Error {
     },
     /// An emulated launch found a deadlock or a data race in the kernel.
     #[error(transparent)]
-    Emulator(#[from] lookahead_emu::EmuError),
+    Emulator(Box<lookahead_emu::EmuError>),
     /// The driver refused to launch a kernel.
     #[error("launching kernel `{kernel}` failed: {source}")]
     Launch {

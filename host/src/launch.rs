@@ -291,7 +291,7 @@ impl MemorySpace for HostMemory {
         let b = cfg.block_dim;
         args.emulator
             .run(kernel, [g.0, g.1, g.2], [b.0, b.1, b.2], &|| entry(params))
-            .map_err(Error::Emulator)
+            .map_err(|e| Error::Emulator(Box::new(e)))
     }
 }
 
