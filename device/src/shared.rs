@@ -109,22 +109,14 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
 
 #[inline(always)]
 fn check_index(i: usize, len: usize) {
-    if i >= len {
-        out_of_bounds(i, len)
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn out_of_bounds(i: usize, len: usize) -> ! {
     // The GPU's trapping panic handler prints nothing, so it gets no formatting code.
     #[cfg(target_arch = "nvptx64")]
-    {
-        let _ = (i, len);
-        panic!("shared array index out of bounds")
-    }
+    assert!(i < len, "shared array index out of bounds");
     #[cfg(not(target_arch = "nvptx64"))]
-    panic!("shared array index out of bounds: the len is {len} but the index is {i}")
+    assert!(
+        i < len,
+        "shared array index out of bounds: the len is {len} but the index is {i}"
+    );
 }
 
 /// Converts the `.shared` symbol's address to a generic pointer (used by `shared_array!`);
