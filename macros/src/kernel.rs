@@ -200,7 +200,12 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
     let name_str = name.to_string();
     let vis = &f.vis;
     let body_fn = format_ident!("__lookahead_kernel_body_{}", name);
-    let export_marker = format_ident!("__lookahead_kernel_export_name_{}", name);
+    // rustc reports a second definition as "the name `...` is defined multiple times", with
+    // both spans: the marker's name is the message.
+    let export_marker = format_ident!(
+        "kernel_name_{}_is_exported_by_two_kernels__rename_one",
+        name
+    );
     let docs: Vec<_> = f
         .attrs
         .iter()
@@ -276,6 +281,7 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
 
         // A second kernel exporting the same name defines this macro twice in the crate root.
         #[doc(hidden)]
+        #[allow(non_snake_case)]
         #[macro_export]
         macro_rules! #export_marker {
             () => { ::core::compile_error!(#dup_msg) };
