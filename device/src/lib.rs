@@ -58,6 +58,7 @@ pub mod prelude {
     pub use crate::atomic::{atomic_add, atomic_cas, atomic_max, AtomicAdd, AtomicCas, AtomicMax};
     pub use crate::index::*;
     pub use crate::prefetch;
+    pub use crate::prefetch::PrefetchPart;
     pub use crate::shared_array;
     pub use crate::sync::{fence_block, fence_gpu, fence_system, nanosleep, sync_threads};
     pub use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut};

@@ -15,11 +15,19 @@
 //! for that architecture; the `_portable` forms fall back instead.
 //!
 //! **Managed memory.** On the lent H100 (driver 580) none of these instructions migrates
-//! Unified Memory pages (see the project's `uvm-on-h100` measurements). Until the
-//! Unified-Memory-policy work lands, the prefetch helpers for [`MemoryKind::Managed`] views
-//! (used by `#[prefetch_next]`) emit the plain `prefetch.global.L2` whatever level was asked
-//! for: it is cheap and harmless, while a bulk prefetch of non-resident pages can stall.
+//! Unified Memory pages (see the project's `uvm-on-h100` measurements). The prefetch helpers
+//! for [`MemoryKind::Managed`] views (used by `#[prefetch_next]`) therefore emit the plain
+//! `prefetch.global.L2` whatever level was asked for: it is cheap and harmless (a bulk
+//! prefetch of non-resident pages can stall), but it does not move pages to the GPU. What
+//! does is a request to the host: with `#[prefetch_next(queue = q)]` the loop publishes the
+//! range iteration `i + distance` reads on a [`RequestQueue`] ([`request_index`],
+//! [`request_range`]) and waits for the current iteration's range ([`wait_ready`]) instead.
+//!
+//! **Ranges.** [`PrefetchPart::part`] / [`PrefetchPart::at`] name a sub-range of a slice or
+//! view that keeps its [`MemoryKind`], for `#[prefetch_next(of(...))]` targets such as
+//! `of(lists.part(a..b))`.
 
+use crate::requests::{Readiness, RequestQueue, Requested};
 use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut, MemoryKind};
 
 /// Bytes per cache line, the step of per-line prefetch loops.
@@ -143,12 +151,16 @@ fn bulk_bytes(addr: usize, bytes: usize) {
     }
 }
 
+/// One per-line prefetch for every 128-byte line `[addr, addr + bytes)` touches: the first at
+/// `addr` itself, the others at the start of each following line, so every address issued
+/// lies inside the range.
 #[inline(always)]
 fn lines(addr: usize, bytes: usize, each: impl Fn(*const u8)) {
     if bytes == 0 {
         return;
     }
-    let mut line = addr & !(LINE_BYTES - 1);
+    each(addr as *const u8);
+    let mut line = (addr & !(LINE_BYTES - 1)) + LINE_BYTES;
     let end = addr + bytes;
     while line < end {
         each(line as *const u8);
@@ -309,6 +321,49 @@ pub fn prefetch_range<S: PrefetchSource + ?Sized>(
     }
 }
 
+/// Prefetches all of `src` at `level` (a `#[prefetch_next(of(...))]` target that names the
+/// whole range an iteration reads, such as `of(x.part(a..b))`).
+#[inline(always)]
+pub fn prefetch_all<S: PrefetchSource + ?Sized>(src: &S, level: Level) {
+    let (_, len, _) = src.region();
+    prefetch_range(src, 0, len, level);
+}
+
+/// The elements `(first, count)` of chunk `chunk` of `len` elements cut into chunks of `size`
+/// (as `chunks(size)`, or `chunks_exact(size)` when `exact`, which leaves the remainder out),
+/// or `None` when that chunk is not iterated.
+#[inline(always)]
+pub fn chunk_bounds(chunk: usize, size: usize, len: usize, exact: bool) -> Option<(usize, usize)> {
+    let first = chunk.checked_mul(size)?;
+    if size == 0 || first >= len {
+        return None;
+    }
+    let rest = len - first;
+    if rest >= size {
+        Some((first, size))
+    } else if exact {
+        None
+    } else {
+        Some((first, rest))
+    }
+}
+
+/// Prefetches chunk `chunk` of `src` cut into chunks of `size` elements (see
+/// [`chunk_bounds`]); nothing when that chunk is not iterated.
+#[inline(always)]
+pub fn prefetch_chunk<S: PrefetchSource + ?Sized>(
+    src: &S,
+    chunk: usize,
+    size: usize,
+    exact: bool,
+    level: Level,
+) {
+    let (_, len, _) = src.region();
+    if let Some((first, count)) = chunk_bounds(chunk, size, len, exact) {
+        prefetch_range(src, first, count, level);
+    }
+}
+
 /// Prefetches element `index` of `src` at `level` (one instruction at the element's
 /// address), or nothing when `index` is past its end.
 #[inline(always)]
@@ -342,8 +397,199 @@ pub fn prefetch_index<S: PrefetchSource + ?Sized>(src: &S, index: usize, level: 
     }
 }
 
-/// The address range of a slice or view, taken before a loop borrows it (for
-/// `iter_mut`/`chunks_mut` loops); prefetches through it keep the source's [`MemoryKind`].
+// ---------------------------------------------------------------------------------------
+// Requests for managed memory: `#[prefetch_next(queue = q)]`.
+
+/// The ready flag of target `target` (of `targets`) in the iteration whose index is `index`
+/// (the loop value of a range loop, the position in an `iter()`/`chunks()` loop):
+/// `index * targets + target`, so with one target the flag is the iteration's index. An index
+/// too large for a `u32` flag gives `u32::MAX`, which no queue has: the request falls back to
+/// the fault path.
+#[inline(always)]
+pub fn flag(index: usize, targets: usize, target: usize) -> u32 {
+    index
+        .checked_mul(targets)
+        .and_then(|v| v.checked_add(target))
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(u32::MAX)
+}
+
+#[inline(always)]
+fn request_bytes(queue: &RequestQueue, flag: u32, addr: usize, bytes: usize) -> Requested {
+    #[cfg(not(target_arch = "nvptx64"))]
+    hooks::prefetch(Instruction::Request { flag }, addr, bytes);
+    queue.request(flag, addr as *const u8, bytes)
+}
+
+/// For managed memory, asks the host (through `queue`, under ready flag `flag`) to make
+/// elements `[first, first + count)` of `src` (clamped to its length) resident; for device
+/// memory, prefetches them at `level` as [`prefetch_range`] does. Returns what the queue did,
+/// or `None` when nothing was requested (device memory, or nothing of the range inside).
+#[inline(always)]
+pub fn request_range<S: PrefetchSource + ?Sized>(
+    queue: &RequestQueue,
+    flag: u32,
+    src: &S,
+    first: usize,
+    count: usize,
+    level: Level,
+) -> Option<Requested> {
+    if !matches!(S::KIND, MemoryKind::Managed) {
+        prefetch_range(src, first, count, level);
+        return None;
+    }
+    let (addr, bytes) = clamp_range(src, first, count)?;
+    Some(request_bytes(queue, flag, addr, bytes))
+}
+
+/// [`request_range`] of element `index` alone.
+#[inline(always)]
+pub fn request_index<S: PrefetchSource + ?Sized>(
+    queue: &RequestQueue,
+    flag: u32,
+    src: &S,
+    index: usize,
+    level: Level,
+) -> Option<Requested> {
+    if !matches!(S::KIND, MemoryKind::Managed) {
+        prefetch_index(src, index, level);
+        return None;
+    }
+    request_range(queue, flag, src, index, 1, level)
+}
+
+/// [`request_range`] of all of `src`.
+#[inline(always)]
+pub fn request_all<S: PrefetchSource + ?Sized>(
+    queue: &RequestQueue,
+    flag: u32,
+    src: &S,
+    level: Level,
+) -> Option<Requested> {
+    let (_, len, _) = src.region();
+    request_range(queue, flag, src, 0, len, level)
+}
+
+/// [`request_range`] of chunk `chunk` (see [`chunk_bounds`]); `None` when that chunk is not
+/// iterated.
+#[inline(always)]
+pub fn request_chunk<S: PrefetchSource + ?Sized>(
+    queue: &RequestQueue,
+    flag: u32,
+    src: &S,
+    chunk: usize,
+    size: usize,
+    exact: bool,
+    level: Level,
+) -> Option<Requested> {
+    let (_, len, _) = src.region();
+    let (first, count) = chunk_bounds(chunk, size, len, exact)?;
+    request_range(queue, flag, src, first, count, level)
+}
+
+/// For managed memory, waits (within the queue's time bound) until the range requested
+/// under `flag` has arrived, and returns what it saw; for device memory returns `None` at
+/// once. Whatever it returns, the caller reads the data next: on `TimedOut` or `GoAhead`
+/// through the fault path, with the same values.
+#[inline(always)]
+pub fn wait_ready<S: PrefetchSource + ?Sized>(
+    queue: &RequestQueue,
+    flag: u32,
+    _src: &S,
+) -> Option<Readiness> {
+    if !matches!(S::KIND, MemoryKind::Managed) {
+        return None;
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    hooks::prefetch(Instruction::WaitReady { flag }, 0, 0);
+    Some(queue.wait_ready(flag))
+}
+
+/// [`wait_ready`] for a target given as an expression of the loop variable: only its type
+/// matters (`target` is never called), so the expression is not evaluated.
+#[inline(always)]
+pub fn wait_ready_for<S: PrefetchSource, F: FnOnce() -> S>(
+    queue: &RequestQueue,
+    flag: u32,
+    target: F,
+) -> Option<Readiness> {
+    if !matches!(S::KIND, MemoryKind::Managed) {
+        return None;
+    }
+    let _ = target;
+    #[cfg(not(target_arch = "nvptx64"))]
+    hooks::prefetch(Instruction::WaitReady { flag }, 0, 0);
+    Some(queue.wait_ready(flag))
+}
+
+/// Integer types a `#[prefetch_next]` range loop can count with; [`index_like`] converts
+/// the `usize` index of a later iteration back to the loop variable's type.
+#[doc(hidden)]
+pub trait LoopIndex: Copy {
+    /// `v` as this type (`as` conversion: `v` is a value the loop itself reaches).
+    fn from_usize(v: usize) -> Self;
+}
+
+macro_rules! loop_index {
+    ($($t:ty),*) => {$(
+        impl LoopIndex for $t {
+            #[inline(always)]
+            fn from_usize(v: usize) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+loop_index!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+/// `v` in the type of `like` (the loop variable's): how `#[prefetch_next]` evaluates an
+/// `of(expr)` target that mentions the loop variable for iteration `i + distance`.
+#[doc(hidden)]
+#[inline(always)]
+pub fn index_like<T: LoopIndex>(v: usize, like: &T) -> T {
+    let _ = like;
+    T::from_usize(v)
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Sub-ranges of a slice or view that keep its [`MemoryKind`], for `#[prefetch_next]`
+/// targets: `of(lists.part(a..b))` prefetches (or, with `queue`, requests) elements `a..b`
+/// of `lists` for iteration `i + distance`, evaluating `a` and `b` for that iteration.
+/// (`&lists[a..b]` would also work, but is a plain `[T]`: managed memory would not be
+/// recognised.) Implemented for every [`PrefetchSource`].
+pub trait PrefetchPart: PrefetchSource {
+    /// Elements `range` of `self`, clamped to its length (an empty or reversed range is an
+    /// empty part, which nothing is prefetched from).
+    #[inline(always)]
+    fn part(&self, range: core::ops::Range<usize>) -> Snapshot<Self> {
+        let (addr, len, size) = self.region();
+        let start = if range.start < len { range.start } else { len };
+        let end = if range.end < start {
+            start
+        } else if range.end > len {
+            len
+        } else {
+            range.end
+        };
+        Snapshot {
+            region: (addr + start * size, end - start, size),
+            _source: core::marker::PhantomData,
+        }
+    }
+
+    /// Element `index` of `self` alone (empty when `index` is past the end).
+    #[inline(always)]
+    fn at(&self, index: usize) -> Snapshot<Self> {
+        self.part(index..index.saturating_add(1))
+    }
+}
+
+impl<S: PrefetchSource + ?Sized> PrefetchPart for S {}
+
+/// The address range of a slice or view, or of a part of one ([`PrefetchPart::part`]), taken
+/// before a loop borrows it (for `iter_mut`/`chunks_mut` loops); prefetches and requests
+/// through it keep the source's [`MemoryKind`].
 #[derive(Debug)]
 pub struct Snapshot<S: ?Sized> {
     region: (usize, usize, usize),
@@ -397,6 +643,21 @@ impl IterationScope {
             },
             IterationScope {
                 previous: hooks::set_iteration(Some(i)),
+            }
+        )
+    }
+}
+
+impl IterationScope {
+    /// Marks code of a `#[prefetch_next]` loop that runs outside its iterations (the requests
+    /// for the first `distance` iterations, made before the loop starts): the trace shows
+    /// them with no iteration.
+    #[inline(always)]
+    pub fn outside() -> Self {
+        gpu_or_host!(
+            IterationScope {},
+            IterationScope {
+                previous: hooks::set_iteration(None),
             }
         )
     }

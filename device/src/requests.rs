@@ -45,6 +45,10 @@ pub struct RequestSlot {
 /// High bit of a ready flag: "do not wait, read through the fault path".
 pub const FALLBACK_BIT: u32 = 0x8000_0000;
 
+/// First and longest pause between two polls of a ready flag, nanoseconds.
+const MIN_POLL_NS: u32 = 500;
+const MAX_POLL_NS: u32 = 8000;
+
 /// Largest generation number; generations are 31 bits so [`FALLBACK_BIT`] stays free.
 pub const MAX_GENERATION: u32 = FALLBACK_BIT - 1;
 
@@ -73,6 +77,12 @@ pub struct RequestQueue {
     pub claim_attempts: u32,
     /// How long [`RequestQueue::wait_ready`] waits, in nanoseconds; 0 = never wait.
     pub wait_ns: u64,
+    /// Ranges that arrived in a generation from `resident_since` up to (not including) this
+    /// launch's are still resident (the host moved nothing back since): see
+    /// [`RequestQueue::arrived_earlier`]. 0: nothing counts as resident.
+    pub resident_since: u32,
+    /// Keeps the size a multiple of 8 bytes.
+    pub reserved: u32,
 }
 
 // SAFETY: the queue is a bundle of addresses shared by design between GPU threads and the
@@ -117,6 +127,8 @@ impl RequestQueue {
             generation: 0,
             claim_attempts: 0,
             wait_ns: 0,
+            resident_since: 0,
+            reserved: 0,
         }
     }
 
@@ -135,8 +147,11 @@ impl RequestQueue {
                 return Requested::AlreadyRequested;
             }
             for _ in 0..self.claim_attempts.max(1) {
-                let h = mem::load_relaxed(self.head);
+                // Tail first: the host only moves it up to slots already claimed, so a head
+                // read afterwards is never behind it. (Read the other way round, producers
+                // and the host can move both in between, and `h - t` wraps to "full".)
                 let t = mem::load_acquire_system(self.tail);
+                let h = mem::load_relaxed(self.head);
                 if h.wrapping_sub(t) >= self.capacity {
                     break; // full
                 }
@@ -158,6 +173,126 @@ impl RequestQueue {
         }
     }
 
+    /// Whether requests can be published at all (a disabled queue has no ring).
+    #[inline(always)]
+    pub fn is_enabled(&self) -> bool {
+        self.capacity != 0
+    }
+
+    /// Claims up to `n` consecutive slots for one producer that publishes many requests at
+    /// once (a kernel that knows every range it will read, say after a planning step):
+    /// returns `(first, granted)`, `granted <= n`, fewer when the ring has less room (0 when
+    /// it is full or disabled). The caller (or the threads it hands the range to) must then
+    /// fill every slot `first + k`, `k < granted`, with [`RequestQueue::publish`], and mark
+    /// the requests that did not fit with [`RequestQueue::fall_back`], so no waiter waits
+    /// for them. One compare-and-swap claims the whole batch, so a grid of producers does
+    /// not contend slot by slot.
+    pub fn claim(&self, n: u32) -> (u32, u32) {
+        if self.capacity == 0 || n == 0 {
+            return (0, 0);
+        }
+        // SAFETY: `head` and `tail` are the ring's counters (see the protocol above).
+        unsafe {
+            for _ in 0..self.claim_attempts.max(1) {
+                // Tail before head, as in `request`.
+                let t = mem::load_acquire_system(self.tail);
+                let h = mem::load_relaxed(self.head);
+                let used = h.wrapping_sub(t);
+                if used >= self.capacity {
+                    return (h, 0);
+                }
+                let granted = if n < self.capacity - used {
+                    n
+                } else {
+                    self.capacity - used
+                };
+                if mem::compare_exchange(self.head, h, h.wrapping_add(granted)) == h {
+                    return (h, granted);
+                }
+                mem::pause();
+            }
+            (0, 0)
+        }
+    }
+
+    /// Fills slot `slot` (claimed with [`RequestQueue::claim`]) with a request for `bytes`
+    /// bytes at `ptr`, to be marked in `flag`, and publishes it to the host. Any thread may
+    /// publish any claimed slot, in any order; the host consumes them in slot order.
+    ///
+    /// # Safety
+    /// `slot` must have been claimed by this launch and not published yet; `flag <
+    /// num_flags` (checked: an out-of-range flag publishes a zero-byte request).
+    pub unsafe fn publish<T>(&self, slot: u32, flag: u32, ptr: *const T, bytes: usize) {
+        let (flag, bytes) = if flag < self.num_flags {
+            (flag, bytes)
+        } else {
+            (u32::MAX, 0)
+        };
+        if flag != u32::MAX {
+            // Later `request` calls for this flag in this generation are duplicates.
+            mem::exchange(self.requested.add(flag as usize), self.generation);
+        }
+        let s = self.slots.add((slot % self.capacity) as usize);
+        mem::store_volatile_u32(core::ptr::addr_of_mut!((*s).flag), flag);
+        mem::store_volatile_u32(core::ptr::addr_of_mut!((*s).generation), self.generation);
+        mem::store_volatile_u64(core::ptr::addr_of_mut!((*s).ptr), ptr as u64);
+        mem::store_volatile_u64(core::ptr::addr_of_mut!((*s).bytes), bytes as u64);
+        mem::store_release_system(core::ptr::addr_of_mut!((*s).seq), slot.wrapping_add(1));
+    }
+
+    /// Marks `flag` "go ahead on the fault path" for this launch: what a producer does for
+    /// a request that found no room in the ring.
+    pub fn fall_back(&self, flag: u32) {
+        if self.capacity == 0 || flag >= self.num_flags {
+            return;
+        }
+        // SAFETY: `flag < num_flags`.
+        unsafe {
+            mem::store_release_system(
+                self.ready.add(flag as usize),
+                self.generation | FALLBACK_BIT,
+            )
+        };
+    }
+
+    /// Whether `flag`'s range arrived by request in an earlier launch whose data the host
+    /// has not moved back since (its generation is at least `resident_since`), so this
+    /// launch need not ask again: mark it with [`RequestQueue::mark_arrived`] instead. A range
+    /// the driver evicted anyway is still read correctly, through the fault path.
+    #[inline(always)]
+    pub fn arrived_earlier(&self, flag: u32) -> bool {
+        if self.capacity == 0 || self.resident_since == 0 || flag >= self.num_flags {
+            return false;
+        }
+        // SAFETY: `flag < num_flags`.
+        let v = unsafe { mem::load_acquire_system(self.ready.add(flag as usize)) };
+        v & FALLBACK_BIT == 0 && v >= self.resident_since && v < self.generation
+    }
+
+    /// Marks `flag` arrived for this launch without a request (its range is known to be
+    /// resident, see [`RequestQueue::arrived_earlier`]).
+    pub fn mark_arrived(&self, flag: u32) {
+        if self.capacity == 0 || flag >= self.num_flags {
+            return;
+        }
+        // SAFETY: `flag < num_flags`.
+        unsafe {
+            mem::exchange(self.requested.add(flag as usize), self.generation);
+            mem::store_release_system(self.ready.add(flag as usize), self.generation);
+        }
+    }
+
+    /// Whether `flag`'s range has been reported resident for this launch, without waiting
+    /// (a single load; `false` for a disabled queue).
+    #[inline(always)]
+    pub fn is_ready(&self, flag: u32) -> bool {
+        if self.capacity == 0 || flag >= self.num_flags {
+            return false;
+        }
+        // SAFETY: `flag < num_flags`.
+        unsafe { mem::load_acquire_system(self.ready.add(flag as usize)) == self.generation }
+    }
+
     /// Waits until `flag`'s range has arrived, the request fell back, or the queue's time
     /// bound passes. Call it from one thread of a block, then `sync_threads()`.
     pub fn wait_ready(&self, flag: u32) -> Readiness {
@@ -165,6 +300,11 @@ impl RequestQueue {
             return Readiness::GoAhead;
         }
         let start = mem::now_ns();
+        // Back off exponentially up to `MAX_POLL_NS`: a whole grid may wait on the same few
+        // flags while the data they announce is being written, and polling them every half
+        // microsecond from thousands of warps is traffic on exactly those cache lines. Data
+        // takes milliseconds to arrive, so a few microseconds of extra latency cost nothing.
+        let mut sleep_ns = MIN_POLL_NS;
         loop {
             // SAFETY: `flag < num_flags`.
             let v = unsafe { mem::load_acquire_system(self.ready.add(flag as usize)) };
@@ -177,7 +317,12 @@ impl RequestQueue {
             if mem::now_ns().wrapping_sub(start) >= self.wait_ns {
                 return Readiness::TimedOut;
             }
-            mem::pause();
+            mem::sleep_ns(sleep_ns);
+            sleep_ns = if sleep_ns < MAX_POLL_NS / 2 {
+                sleep_ns * 2
+            } else {
+                MAX_POLL_NS
+            };
         }
     }
 }
@@ -199,6 +344,7 @@ mod mem {
         asm!("ld.acquire.sys.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
         v
     }
+
     #[inline(always)]
     pub unsafe fn exchange(p: *mut u32, new: u32) -> u32 {
         let old: u32;
@@ -234,8 +380,12 @@ mod mem {
     }
     #[inline(always)]
     pub fn pause() {
-        // SAFETY: sleeps this thread briefly (sm_70+).
-        unsafe { asm!("nanosleep.u32 500;", options(nostack, nomem)) };
+        sleep_ns(500);
+    }
+    #[inline(always)]
+    pub fn sleep_ns(ns: u32) {
+        // SAFETY: sleeps this thread for about `ns` nanoseconds (sm_70+).
+        unsafe { asm!("nanosleep.u32 {n};", n = in(reg32) ns, options(nostack, nomem)) };
     }
 }
 
@@ -250,6 +400,7 @@ mod mem {
     pub unsafe fn load_acquire_system(p: *const u32) -> u32 {
         AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)
     }
+
     pub unsafe fn exchange(p: *mut u32, new: u32) -> u32 {
         AtomicU32::from_ptr(p).swap(new, Ordering::AcqRel)
     }
@@ -282,5 +433,8 @@ mod mem {
     pub fn pause() {
         // In an emulated kernel, let the block's other threads run; else yield the thread.
         lookahead_emu::hooks::sleep();
+    }
+    pub fn sleep_ns(_ns: u32) {
+        pause();
     }
 }

@@ -36,7 +36,15 @@
 //!   stores through plain `&mut [T]` kernel parameters are not tracked).
 //! * With [`Emulator::prefetch_trace`], every prefetch instruction a kernel issues is recorded
 //!   ([`PrefetchRecord`]): address, size, instruction, block, thread and the
-//!   `#[prefetch_next]` loop iteration that issued it.
+//!   `#[prefetch_next]` loop iteration that issued it. The migration requests and waits of
+//!   `#[prefetch_next(queue = q)]` loops on managed memory are recorded in the same trace
+//!   ([`Instruction::Request`], [`Instruction::WaitReady`]).
+//!
+//! ## Kernels with `#[prefetch_next(level = auto)]`
+//! Such a kernel has two bodies (no prefetch, and prefetch at `l2`); on a GPU its launcher
+//! picks one by measurement. The emulator has nothing to measure: a plain `launch` runs the
+//! hinted body, so the prefetch trace shows what the hinted entry prefetches, and
+//! `launch_variant(Variant::Plain, ..)` runs the other one.
 
 mod block;
 mod error;
@@ -48,6 +56,6 @@ mod trace;
 mod warp;
 
 pub use error::{EmuError, ThreadSet};
-pub use grid::Emulator;
+pub use grid::{Emulator, DEFAULT_STACK_SIZE};
 pub use trace::{Instruction, PrefetchRecord};
 pub use warp::{ShuffleMode, WarpOp};

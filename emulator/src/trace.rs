@@ -1,7 +1,8 @@
 //! The prefetch trace: every prefetch instruction an emulated kernel issues.
 
 /// The prefetch instruction issued (the emulator models an sm_90 GPU, so every instruction
-/// the DSL offers is available).
+/// the DSL offers is available), or a step of the request-queue protocol that
+/// `#[prefetch_next(queue = q)]` uses for managed memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Instruction {
     /// `prefetch.global.L1`: the 128-byte line holding `address`.
@@ -14,6 +15,20 @@ pub enum Instruction {
     L2EvictNormal,
     /// `cp.async.bulk.prefetch.L2.global` of `bytes` bytes.
     BulkL2,
+    /// Not an instruction: a migration request for `bytes` bytes at `address` published on a
+    /// `RequestQueue` under ready flag `flag` (`#[prefetch_next(queue = q)]` on managed
+    /// memory). Recorded when the kernel asks, whatever the queue then does with it (queued,
+    /// a duplicate, or a fallback to the fault path).
+    Request {
+        /// The ready flag the host sets when the range is resident.
+        flag: u32,
+    },
+    /// Not an instruction: the kernel waits for ready flag `flag` before the iteration's body
+    /// (`RequestQueue::wait_ready`). `address` and `bytes` are 0.
+    WaitReady {
+        /// The ready flag waited for.
+        flag: u32,
+    },
 }
 
 /// One prefetch instruction issued by one thread.

@@ -134,6 +134,16 @@ pub enum Error {
     /// An emulated launch found a deadlock or a data race in the kernel.
     #[error(transparent)]
     Emulator(Box<lookahead_emu::EmuError>),
+    /// A kernel finished but left part of its output unwritten (outputs are filled with a
+    /// poison pattern before the launch and checked afterwards): a bug in the kernel or in
+    /// the sizes it was given.
+    #[error("kernel `{kernel}` left its output unwritten: {what}")]
+    UnwrittenOutput {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// Which output, and where.
+        what: String,
+    },
     /// The driver refused to launch a kernel.
     #[error("launching kernel `{kernel}` failed: {source}")]
     Launch {

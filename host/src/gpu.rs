@@ -113,6 +113,20 @@ impl Gpu {
         Ok((v as u32 / 1000, (v as u32 % 1000) / 10))
     }
 
+    /// The kernel-module version of the NVIDIA driver (such as `580.159.04`): the first
+    /// dotted number in `/proc/driver/nvidia/version`, or `None` where Linux does not show it.
+    /// [`Gpu::driver_version`] gives the CUDA version the driver supports.
+    pub fn driver_release() -> Option<String> {
+        let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+        text.split_whitespace()
+            .find(|w| {
+                w.split('.').count() >= 2
+                    && w.split('.')
+                        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .map(str::to_string)
+    }
+
     /// Free and total device memory in bytes.
     pub fn memory_info(&self) -> Result<(usize, usize)> {
         self.ctx.mem_get_info().during("cuMemGetInfo")

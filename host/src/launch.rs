@@ -6,6 +6,8 @@
 //! * [`KernelSlice`] / [`KernelSliceMut`]: the allocations a kernel's slice parameters
 //!   accept, with the [`DeviceMemory`] / [`ManagedMemory`] markers for the parameters that
 //!   insist on one kind of memory.
+//! * [`autotune`]: how the launchers of kernels with `#[prefetch_next(level = auto)]` loops
+//!   choose between their plain and hinted entries by measurement.
 //!
 //! ```no_run
 //! # mod kernels { pub mod saxpy { pub fn launch(_: &lookahead::Gpu, _: lookahead::launch::LaunchConfig, _: f32, _: &cudarc::driver::CudaSlice<f32>, _: &mut cudarc::driver::CudaSlice<f32>) -> lookahead::Result<()> { Ok(()) } } }
@@ -27,6 +29,11 @@ use cudarc::driver::{
 use crate::error::{DriverContext, Error, Result};
 use crate::gpu::Gpu;
 use crate::module::Module;
+
+#[path = "autotune.rs"]
+pub mod autotune;
+
+use autotune::{AutoTuner, Plan};
 
 /// A kernel argument passed by value as its bytes: what `#[kernel]` launchers use for
 /// `#[repr(C)]` plain-data parameters such as `lookahead_device::requests::RequestQueue`.
@@ -191,6 +198,9 @@ pub trait LaunchOn {
         ptx: &'static [(u32, &'static str)],
         name: &'static str,
     ) -> Result<<Self::Memory as MemorySpace>::Prepared>;
+    /// The CUDA device ordinal that launches of `level = auto` kernels are tuned for
+    /// ([`autotune`]); `None` on the CPU emulator, which measures nothing.
+    fn tuning_device(&self) -> Option<usize>;
 }
 
 mod sealed {
@@ -212,12 +222,15 @@ pub trait MemorySpace: sealed::Sealed {
     /// Appends a by-value argument.
     fn push<'a, V: KernelValue>(args: &mut Self::Args<'a>, value: &'a V);
     /// Launches with `cfg`. The emulator runs `entry` once per thread, with the arguments;
-    /// the GPU runs the PTX entry and ignores it.
+    /// the GPU runs the PTX entry `kernel` and ignores it. When `plan` asks for a
+    /// measurement, the GPU records a pair of timing events around the kernel on its stream
+    /// and hands them to [`AutoTuner::global`] (read later, never waited for here).
     fn launch(
         args: Self::Args<'_>,
         kernel: &'static str,
         cfg: LaunchConfig,
         entry: &(dyn Fn(&Params) + Sync),
+        plan: &Plan,
     ) -> Result<()>;
 }
 
@@ -253,10 +266,19 @@ impl MemorySpace for GpuMemory {
         kernel: &'static str,
         cfg: LaunchConfig,
         _entry: &(dyn Fn(&Params) + Sync),
+        plan: &Plan,
     ) -> Result<()> {
+        if plan.measure.is_some() {
+            // Two timing events recorded on the launch stream right around the kernel.
+            args.record_kernel_launch(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        }
         // SAFETY: `#[kernel]` pushes the arguments in the order and with the lowered types of
         // the PTX entry the same macro generated (pointer + length per slice).
-        unsafe { args.launch(cfg.into()) }.map_err(|source| Error::Launch { kernel, source })?;
+        let events = unsafe { args.launch(cfg.into()) }
+            .map_err(|source| Error::Launch { kernel, source })?;
+        if let Some(key) = plan.measure {
+            AutoTuner::global().launched(key, plan.variant, events);
+        }
         Ok(())
     }
 }
@@ -285,6 +307,7 @@ impl MemorySpace for HostMemory {
         kernel: &'static str,
         cfg: LaunchConfig,
         entry: &(dyn Fn(&Params) + Sync),
+        _plan: &Plan,
     ) -> Result<()> {
         let params = &args.params;
         let g = cfg.grid_dim;
@@ -375,6 +398,9 @@ impl LaunchOn for Gpu {
             self.stream().clone(),
         ))
     }
+    fn tuning_device(&self) -> Option<usize> {
+        Some(self.ordinal())
+    }
 }
 
 impl LaunchOn for Arc<CudaStream> {
@@ -388,6 +414,9 @@ impl LaunchOn for Arc<CudaStream> {
             module_for(self.context(), ptx)?.function(name)?,
             self.clone(),
         ))
+    }
+    fn tuning_device(&self) -> Option<usize> {
+        Some(self.context().ordinal())
     }
 }
 
@@ -420,6 +449,9 @@ impl LaunchOn for Launcher {
     ) -> Result<(CudaFunction, Arc<CudaStream>)> {
         Ok((self.module.function(name)?, self.stream.clone()))
     }
+    fn tuning_device(&self) -> Option<usize> {
+        Some(self.stream.context().ordinal())
+    }
 }
 
 impl LaunchOn for crate::emu::Emulator {
@@ -430,6 +462,9 @@ impl LaunchOn for crate::emu::Emulator {
         _name: &'static str,
     ) -> Result<crate::emu::Emulator> {
         Ok(self.clone())
+    }
+    fn tuning_device(&self) -> Option<usize> {
+        None
     }
 }
 

@@ -26,6 +26,7 @@ pub mod module;
 pub mod prefetch;
 pub mod range;
 pub mod resource;
+pub mod untracked;
 pub mod vmm;
 
 pub use advice::{Advice, RangeAttributes};

@@ -17,16 +17,57 @@ pub struct Module {
 }
 
 impl Module {
-    /// JIT-compiles and loads `ptx` (built for `sm_<arch>`) into `ctx`.
+    /// JIT-compiles and loads `ptx` (built for `sm_<arch>`) into `ctx`, with every kernel of
+    /// it loaded onto the GPU now (see [`Module::load_all_kernels`]).
     pub fn load(ctx: &Arc<CudaContext>, arch: u32, ptx: &str) -> Result<Self> {
         let module = ctx
             .load_module(Ptx::from_src(ptx))
             .during("cuModuleLoadData")?;
-        Ok(Module {
+        let m = Module {
             module,
             arch,
             functions: Arc::default(),
-        })
+        };
+        m.load_all_kernels(ptx)?;
+        Ok(m)
+    }
+
+    /// Loads the code of every `.entry` of `ptx` onto the GPU.
+    ///
+    /// Why: with CUDA's lazy loading (the default since CUDA 12.2) a kernel's code is
+    /// uploaded at its first launch, and that upload waits until no kernel is running in the
+    /// context. A kernel that waits for work another stream does (the ready flags the
+    /// prefetch service of `lookahead-uvm` writes) then holds up that work, and with it
+    /// itself, until its waits time out: measured on the H100 as every GPU-driven request
+    /// of an IVF search arriving only after the scan kernel ended, because the next
+    /// kernel's first launch (queued behind the scan) was a lazy load. Loading everything
+    /// when the module is loaded costs a few milliseconds once.
+    fn load_all_kernels(&self, ptx: &str) -> Result<()> {
+        let (major, minor) = {
+            let mut v = 0;
+            // SAFETY: writes one int.
+            unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) }
+                .result()
+                .during("cuDriverGetVersion")?;
+            (v / 1000, (v % 1000) / 10)
+        };
+        for name in entry_names(ptx) {
+            let f = self.function(name)?;
+            if (major, minor) >= (12, 4) {
+                // SAFETY: `f` is a live function of this module.
+                unsafe { cudarc::driver::sys::cuFuncLoad(f.cu_function()) }
+                    .result()
+                    .during("cuFuncLoad")?;
+            } else {
+                // Older drivers have no cuFuncLoad; answering an attribute query needs the
+                // loaded function.
+                f.get_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                )
+                .during("cuFuncGetAttribute")?;
+            }
+        }
+        Ok(())
     }
 
     /// The architecture the loaded PTX was built for.
@@ -46,5 +87,30 @@ impl Module {
             .during("cuModuleGetFunction")?;
         cache.insert(name.to_string(), f.clone());
         Ok(f)
+    }
+}
+
+/// The names of the kernels (`.entry` directives) of a PTX module.
+pub fn entry_names(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let line = line.strip_prefix(".visible").map_or(line, str::trim_start);
+            let rest = line.strip_prefix(".entry")?.trim_start();
+            let name = rest.split(|c: char| c == '(' || c.is_whitespace()).next()?;
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_names;
+
+    #[test]
+    fn finds_every_entry_and_nothing_else() {
+        let ptx = "\n.version 8.0\n.target sm_90\n.visible .entry saxpy(\n\t.param .f32 a\n)\n{\n}\n\
+                   .entry plain (\n)\n.func helper()\n// .entry commented(\n.visible .entry last(\n";
+        assert_eq!(entry_names(ptx), ["saxpy", "plain", "last"]);
     }
 }

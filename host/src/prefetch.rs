@@ -138,6 +138,20 @@ pub fn prefetch_ranges(
     }
 }
 
+/// [`prefetch_ranges`] (one call per range) without the per-range checks, each of which
+/// costs two pointer-attribute queries: for callers on a hot path whose ranges the driver
+/// may as well validate, such as a service serving kernels' requests. A range that is not
+/// managed memory gets the driver's error. The context must be current on this thread.
+pub fn prefetch_ranges_unchecked(
+    ranges: &[ByteRange],
+    location: Location,
+    stream: &CudaStream,
+) -> Result<()> {
+    ranges
+        .iter()
+        .try_for_each(|r| issue(*r, location, stream.cu_stream()))
+}
+
 impl<T> ManagedBuffer<T> {
     /// Prefetches the whole buffer to `location` on `stream`.
     pub fn prefetch(&self, location: Location, stream: &CudaStream) -> Result<()> {

@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, ItemFn, Lit, Meta, Path, ReturnType, Token};
 
 use crate::params::{classify, Param};
-use crate::prefetch::rewrite_body;
+use crate::prefetch::{rewrite_body, AutoMode};
 
 struct Options {
     same_len: Vec<Vec<Ident>>,
@@ -186,9 +186,16 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
             }
         }
     }
-    errs.extend(rewrite_body(&mut f.block));
+    // The body as written, for the plain entry of a kernel with `level = auto` loops.
+    let mut plain_block = f.block.clone();
+    let (loop_errs, auto) = rewrite_body(&mut f.block, AutoMode::Hinted);
+    errs.extend(loop_errs);
     if let Some(e) = combine(errs) {
         return Err(e);
+    }
+    if auto {
+        // Same loops, same errors (already reported by the hinted pass): none are left here.
+        let _ = rewrite_body(&mut plain_block, AutoMode::Plain);
     }
     let opts = opts.unwrap_or(Options {
         same_len: vec![],
@@ -200,12 +207,9 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
     let name_str = name.to_string();
     let vis = &f.vis;
     let body_fn = format_ident!("__lookahead_kernel_body_{}", name);
-    // rustc reports a second definition as "the name `...` is defined multiple times", with
-    // both spans: the marker's name is the message.
-    let export_marker = format_ident!(
-        "kernel_name_{}_is_exported_by_two_kernels__rename_one",
-        name
-    );
+    let hinted_body_fn = format_ident!("__lookahead_kernel_body_{}__hinted", name);
+    let hinted_name = format_ident!("{}__hinted", name);
+    let hinted_str = hinted_name.to_string();
     let docs: Vec<_> = f
         .attrs
         .iter()
@@ -218,7 +222,6 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
         .collect();
     let unsafety = &f.sig.unsafety;
     let inputs = &f.sig.inputs;
-    let block = &f.block;
     let lowered: Vec<_> = params.iter().map(Param::lowered).collect();
     let rebuilt: Vec<_> = params.iter().map(Param::rebuild).collect();
 
@@ -226,6 +229,7 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
     let host_params: Vec<_> = params.iter().map(Param::host_param).collect();
     let host_lens: Vec<_> = params.iter().map(Param::host_len).collect();
     let pushes: Vec<_> = params.iter().map(Param::push).collect();
+    let arg_names: Vec<_> = params.iter().map(|p| &p.name).collect();
     let mut next = 0;
     let reads: Vec<_> = params.iter().map(|p| p.read_params(&mut next)).collect();
     let same_len_checks: Vec<_> = opts
@@ -258,34 +262,215 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
          to completion before returning."
     );
     let mod_doc = format!("Host side of the `{name_str}` kernel: [`launch`] and its PTX name.");
-    let dup_msg = format!(
-        "two #[kernel]s export the name `{name_str}` in this crate: PTX entry names must be unique, rename one"
-    );
+    let au = quote!(::lookahead::launch::autotune);
+    let memory = quote!(<__On as ::lookahead::launch::LaunchOn>::Memory);
+    let space = quote!(<#memory as ::lookahead::launch::MemorySpace>);
+
+    // The checks and the launch itself, shared by `launch` and `launch_variant`.
+    let launch_body = |plan: TokenStream, run: TokenStream| {
+        quote! {
+            let cfg: ::lookahead::launch::LaunchConfig = cfg.into();
+            cfg.check(NAME)?;
+            #(#host_lens)*
+            #(#same_len_checks)*
+            #(#min_len_checks)*
+            let __lk_plan: #au::Plan = #plan;
+            let __lk_variant = __lk_plan.variant;
+            let __lk_entry_name: &'static str = __lk_variant.entry(NAME, HINTED_NAME);
+            let prepared = ::lookahead::launch::LaunchOn::prepare(on, #ptx, __lk_entry_name)?;
+            let mut args = #space::args(&prepared);
+            #(#pushes)*
+            // The kernel body for the CPU emulator: rebuilds the parameters from the
+            // argument bytes, as the PTX entry does from the GPU's parameter buffer.
+            let entry = |params: &::lookahead::launch::Params| {
+                #(#reads)*
+                #run
+            };
+            #space::launch(args, __lk_entry_name, cfg, &entry, &__lk_plan)
+        }
+    };
+
+    let (bodies, entries, host_items) = if auto {
+        let hinted_block = &f.block;
+        let run = quote! {
+            #[allow(unused_unsafe)]
+            match __lk_variant {
+                #au::Variant::Plain => unsafe { super::#body_fn(#(#rebuilt),*) },
+                #au::Variant::Hinted => unsafe { super::#hinted_body_fn(#(#rebuilt),*) },
+            }
+        };
+        let body = launch_body(quote!(#au::plan(on, #ptx, NAME, __lk_requested)), run);
+        let auto_doc = format!(
+            "Launches `{name_str}` choosing its entry by measurement (its `#[prefetch_next(level \
+             = auto)]` loops): on each GPU the first launches alternate the plain entry \
+             `{name_str}` and the hinted entry `{hinted_str}`, timed with CUDA events on the \
+             launch stream; once both have enough timings every launch uses the faster one \
+             (see `lookahead::launch::autotune` and [`auto_choice`]). Every launch runs on the \
+             given arguments exactly once. On the CPU emulator it runs the hinted body. \
+             Otherwise as [`launch_variant`]."
+        );
+        let variant_doc = format!(
+            "Launches the given variant of `{name_str}`: [`Variant::Plain`] (entry \
+             `{name_str}`, no prefetch in its `level = auto` loops) or [`Variant::Hinted`] \
+             (entry `{hinted_str}`, prefetch at `l2`), with no measurement. Checks the \
+             configuration and the declared length rules, then launches: asynchronously on \
+             `on`'s stream on a GPU, to completion on the CPU emulator."
+        );
+        (
+            quote! {
+                #(#docs)*
+                #[allow(dead_code, clippy::all, unused_mut, unused_variables)]
+                #[inline(always)]
+                #(#other_attrs)*
+                #unsafety fn #body_fn(#inputs) #plain_block
+
+                #[doc(hidden)]
+                #[allow(dead_code, clippy::all, unused_mut, unused_variables, non_snake_case)]
+                #[inline(always)]
+                #(#other_attrs)*
+                #unsafety fn #hinted_body_fn(#inputs) #hinted_block
+            },
+            quote! {
+                #[cfg(target_arch = "nvptx64")]
+                #(#docs)*
+                #[no_mangle]
+                #[allow(clippy::missing_safety_doc, non_snake_case)]
+                pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
+                    #[allow(unused_unsafe)]
+                    unsafe { #body_fn(#(#rebuilt),*) }
+                }
+
+                /// The hinted entry of a kernel with `#[prefetch_next(level = auto)]` loops.
+                #[cfg(target_arch = "nvptx64")]
+                #[no_mangle]
+                #[allow(clippy::missing_safety_doc, non_snake_case)]
+                pub unsafe extern "gpu-kernel" fn #hinted_name(#(#lowered),*) {
+                    #[allow(unused_unsafe)]
+                    unsafe { #hinted_body_fn(#(#rebuilt),*) }
+                }
+            },
+            quote! {
+                /// The PTX name of the hinted entry (`level = auto` loops prefetch at `l2`).
+                pub const HINTED_NAME: &str = #hinted_str;
+
+                pub use #au::Variant;
+
+                #[doc = #auto_doc]
+                #[allow(clippy::too_many_arguments, non_snake_case)]
+                pub fn launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                    on: &__On,
+                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
+                    #(#host_params),*
+                ) -> ::core::result::Result<(), ::lookahead::Error> {
+                    __launch(on, ::core::option::Option::None, cfg, #(#arg_names),*)
+                }
+
+                #[doc = #variant_doc]
+                #[allow(clippy::too_many_arguments, non_snake_case)]
+                pub fn launch_variant<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                    variant: Variant,
+                    on: &__On,
+                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
+                    #(#host_params),*
+                ) -> ::core::result::Result<(), ::lookahead::Error> {
+                    __launch(on, ::core::option::Option::Some(variant), cfg, #(#arg_names),*)
+                }
+
+                /// The entry [`launch`] uses on `on` from now on: `None` while the first
+                /// launches are still being measured (or before any), then the faster one
+                /// (`Some(Variant::Hinted)` on the CPU emulator, which always runs the hinted
+                /// body). Reads the timings that have completed; never waits.
+                pub fn auto_choice<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                    on: &__On,
+                ) -> ::core::option::Option<Variant> {
+                    #au::choice(on, #ptx, NAME)
+                }
+
+                #[allow(clippy::too_many_arguments, non_snake_case)]
+                fn __launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                    on: &__On,
+                    __lk_requested: ::core::option::Option<Variant>,
+                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
+                    #(#host_params),*
+                ) -> ::core::result::Result<(), ::lookahead::Error> {
+                    #body
+                }
+            },
+        )
+    } else {
+        let block = &f.block;
+        let run = quote! {
+            let _ = __lk_variant;
+            #[allow(unused_unsafe)]
+            unsafe { super::#body_fn(#(#rebuilt),*) }
+        };
+        let body = launch_body(quote!(#au::Plan::fixed(#au::Variant::Plain)), run);
+        (
+            quote! {
+                #(#docs)*
+                #[allow(dead_code, clippy::all, unused_mut, unused_variables)]
+                #[inline(always)]
+                #(#other_attrs)*
+                #unsafety fn #body_fn(#inputs) #block
+            },
+            quote! {
+                #[cfg(target_arch = "nvptx64")]
+                #(#docs)*
+                #[no_mangle]
+                #[allow(clippy::missing_safety_doc, non_snake_case)]
+                pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
+                    #[allow(unused_unsafe)]
+                    unsafe { #body_fn(#(#rebuilt),*) }
+                }
+            },
+            quote! {
+                // A kernel without `level = auto` loops has one entry.
+                const HINTED_NAME: &str = NAME;
+
+                #[doc = #launch_doc]
+                #[allow(clippy::too_many_arguments, non_snake_case)]
+                pub fn launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                    on: &__On,
+                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
+                    #(#host_params),*
+                ) -> ::core::result::Result<(), ::lookahead::Error> {
+                    #body
+                }
+            },
+        )
+    };
+
+    // rustc reports a second definition as "the name `...` is defined multiple times", with
+    // both spans: the marker's name is the message. A kernel with `level = auto` loops also
+    // exports `NAME__hinted`.
+    let exported: Vec<&Ident> = if auto {
+        vec![name, &hinted_name]
+    } else {
+        vec![name]
+    };
+    let markers = exported.iter().map(|n| {
+        let marker = format_ident!("kernel_name_{}_is_exported_by_two_kernels__rename_one", n);
+        let msg = format!(
+            "two #[kernel]s export the name `{n}` in this crate: PTX entry names must be unique, rename one"
+        );
+        quote! {
+            // A second kernel exporting the same name defines this macro twice in the crate root.
+            #[doc(hidden)]
+            #[allow(non_snake_case)]
+            #[macro_export]
+            macro_rules! #marker {
+                () => { ::core::compile_error!(#msg) };
+            }
+        }
+    });
     let _ = Span::call_site();
 
     Ok(quote! {
-        #(#docs)*
-        #[allow(dead_code, clippy::all, unused_mut, unused_variables)]
-        #[inline(always)]
-        #(#other_attrs)*
-        #unsafety fn #body_fn(#inputs) #block
+        #bodies
 
-        #[cfg(target_arch = "nvptx64")]
-        #(#docs)*
-        #[no_mangle]
-        #[allow(clippy::missing_safety_doc, non_snake_case)]
-        pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
-            #[allow(unused_unsafe)]
-            unsafe { #body_fn(#(#rebuilt),*) }
-        }
+        #entries
 
-        // A second kernel exporting the same name defines this macro twice in the crate root.
-        #[doc(hidden)]
-        #[allow(non_snake_case)]
-        #[macro_export]
-        macro_rules! #export_marker {
-            () => { ::core::compile_error!(#dup_msg) };
-        }
+        #(#markers)*
 
         #[cfg(not(target_arch = "nvptx64"))]
         #[doc = #mod_doc]
@@ -296,30 +481,7 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
             /// The kernel's name in the PTX (its `.entry`).
             pub const NAME: &str = #name_str;
 
-            #[doc = #launch_doc]
-            #[allow(clippy::too_many_arguments, non_snake_case)]
-            pub fn launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
-                on: &__On,
-                cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
-                #(#host_params),*
-            ) -> ::core::result::Result<(), ::lookahead::Error> {
-                let cfg: ::lookahead::launch::LaunchConfig = cfg.into();
-                cfg.check(NAME)?;
-                #(#host_lens)*
-                #(#same_len_checks)*
-                #(#min_len_checks)*
-                let prepared = ::lookahead::launch::LaunchOn::prepare(on, #ptx, NAME)?;
-                let mut args = <<__On as ::lookahead::launch::LaunchOn>::Memory as ::lookahead::launch::MemorySpace>::args(&prepared);
-                #(#pushes)*
-                // The kernel body for the CPU emulator: rebuilds the parameters from the
-                // argument bytes, as the PTX entry does from the GPU's parameter buffer.
-                let entry = |params: &::lookahead::launch::Params| {
-                    #(#reads)*
-                    #[allow(unused_unsafe)]
-                    unsafe { super::#body_fn(#(#rebuilt),*) }
-                };
-                <<__On as ::lookahead::launch::LaunchOn>::Memory as ::lookahead::launch::MemorySpace>::launch(args, NAME, cfg, &entry)
-            }
+            #host_items
         }
     })
 }
@@ -336,7 +498,7 @@ pub fn expand_device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let mut errs = check_signature(&f, false);
-    errs.extend(rewrite_body(&mut f.block));
+    errs.extend(rewrite_body(&mut f.block, AutoMode::Forbidden).0);
     if let Some(e) = combine(errs) {
         return e.to_compile_error();
     }

@@ -55,6 +55,15 @@ mod shared;
 /// (slice `a` must hold at least `N` elements), `ptx = path` (the `PTX` table the launcher
 /// loads; `crate::PTX` by default, as written by `lookahead-builder`).
 ///
+/// **Kernels with `#[prefetch_next(level = auto)]` loops** are compiled twice: the PTX
+/// entry `NAME` runs those loops without prefetching, `NAME__hinted` prefetches at `l2`.
+/// Their host module also has `HINTED_NAME`, `Variant` (re-exported from
+/// `lookahead::launch::autotune`), `launch_variant(variant, on, cfg, args...)` (that entry,
+/// unmeasured) and `auto_choice(on) -> Option<Variant>`; `launch` picks the entry per GPU by
+/// measurement (the first launches alternate the two, timed with CUDA events on the launch
+/// stream, then the faster one is kept; every launch runs the caller's arguments once). On
+/// the CPU emulator `launch` runs the hinted body.
+///
 /// Compile errors: returning a value, generic parameters, `async`, `const`, an explicit ABI
 /// or `#[no_mangle]`, `self`, patterns other than plain names, parameters of any type not
 /// listed above (the error names the parameter and lists the accepted kinds), and two
@@ -85,22 +94,41 @@ pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// iteration `i`'s body, prefetch what iteration `i + distance` will use, never past the
 /// loop's end or the data's end.
 ///
-/// `#[prefetch_next(distance = N, level = l1 | l2 | l2_evict_last | l2_evict_normal | bulk,
-/// portable, of(a, b, ...))]`
+/// `#[prefetch_next(distance = N, level = auto | l1 | l2 | l2_evict_last | l2_evict_normal |
+/// bulk, portable, of(a, b, ...), queue = q)]`
 ///
 /// * `distance`: iterations ahead, a positive integer literal (default 1).
 /// * `level`: `l2` by default. `l2_evict_last`/`l2_evict_normal` need sm_80, `bulk`
 ///   (`cp.async.bulk.prefetch.L2.global`) needs sm_90: asking for them when compiling for an
 ///   older architecture is a compile error naming the architecture, unless `portable` is
 ///   given, which falls back to plain per-line `prefetch.global.L2`.
+/// * `level = auto` (the recommended default, with `distance = 4`): the enclosing
+///   `#[kernel]` gets two entries, one where the loop does not prefetch and one where it
+///   prefetches at `l2`, and its launcher keeps whichever measures faster on the GPU it runs
+///   on (see [`macro@kernel`]). A hint that slows a kernel down is therefore never kept.
+///   Only in a `#[kernel]`'s own body (a `#[device_fn]` is not an entry of its own).
 /// * Loop forms: integer ranges `a..b`, `a..=b`, `(a..b).step_by(s)` (grid-stride loops),
 ///   which prefetch element `i + distance * step` of every slice indexed by the loop
 ///   variable (found in the body, or listed with `of(...)`); `xs.iter()` / `xs.iter_mut()`,
 ///   which prefetch element `i + distance` of `xs`; and `xs.chunks(k)` (also `chunks_mut`,
 ///   `chunks_exact`, `chunks_exact_mut`), which prefetch the whole chunk `i + distance`
 ///   (one bulk prefetch with `level = bulk`, handling 16-byte alignment itself).
-/// * Managed memory (`ManagedSlice`, `ManagedSliceMut`) always gets `prefetch.global.L2`
-///   for now: in-kernel prefetch does not migrate Unified Memory pages on the H100.
+/// * `of(...)` (range loops): the targets. A slice or view (`of(x)`) gets element
+///   `i + distance * step`; an expression that mentions the loop variable names the range an
+///   iteration reads, and is evaluated with the loop variable set to the later iteration's
+///   value, all of it prefetched: `of(lists.part(off[l] as usize..off[l + 1] as usize))`,
+///   `of(src.at(idx[i] as usize))` (`part`/`at` from `lookahead_device::prefetch::PrefetchPart`
+///   keep the memory kind; the expression must be valid for every iteration the loop runs).
+/// * `queue = q` (a `lookahead_device::requests::RequestQueue`): for targets in managed
+///   memory (`ManagedSlice`, `ManagedSliceMut`, their parts), instead of a hint the loop asks
+///   the host to migrate the range iteration `i + distance` reads (`q.request(flag, ..)`,
+///   none past the loop's end), asks for the first `distance` iterations before the loop,
+///   and calls `q.wait_ready(flag)` for the current iteration before its body (a timeout or
+///   a fallback reads through the fault path; results never change). The flag is the
+///   iteration's index (the loop value for ranges, the position for `iter`/`chunks`); with
+///   `n` targets, target `k` uses `index * n + k`. Targets in device memory keep their hint.
+/// * Managed memory without `queue` gets `prefetch.global.L2` whatever the level: it does
+///   not migrate Unified Memory pages on the H100 (only `queue` does).
 ///
 /// Used anywhere else (outside `#[kernel]`/`#[device_fn]`), it is a compile error.
 #[proc_macro_attribute]

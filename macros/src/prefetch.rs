@@ -9,7 +9,7 @@ use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
 use syn::{Attribute, Block, Expr, ExprForLoop, Ident, Lit, Meta, Pat, RangeLimits, Token};
 
-const LEVELS: &str = "l1, l2, l2_evict_last, l2_evict_normal, bulk";
+const LEVELS: &str = "auto, l1, l2, l2_evict_last, l2_evict_normal, bulk";
 const FORMS: &str = "supported loops: `for i in a..b`, `for i in a..=b`, \
 `for i in (a..b).step_by(s)`, `for x in xs.iter()`, `for x in xs.iter_mut()`, \
 `for c in xs.chunks(k)` (and `chunks_mut`, `chunks_exact`, `chunks_exact_mut`), \
@@ -22,6 +22,19 @@ enum Level {
     L2EvictLast,
     L2EvictNormal,
     Bulk,
+    /// Two entries, chosen at launch by measurement: the loop without prefetch, and at `l2`.
+    Auto,
+}
+
+/// How this pass expands `level = auto` loops: `#[kernel]` rewrites its body twice.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AutoMode {
+    /// The kernel's plain entry: `level = auto` loops do not prefetch (nor request).
+    Plain,
+    /// The kernel's hinted entry: `level = auto` loops prefetch at `l2`.
+    Hinted,
+    /// A `#[device_fn]`: `level = auto` is an error (it is not an entry of its own).
+    Forbidden,
 }
 
 struct Options {
@@ -29,9 +42,14 @@ struct Options {
     distance_span: Span,
     level: Level,
     level_span: Span,
-    portable: bool,
+    portable: Option<Span>,
     of: Vec<Expr>,
+    of_span: Option<Span>,
+    queue: Option<Expr>,
 }
+
+const OPTIONS: &str = "options: `distance = N`, `level = auto | l1 | l2 | l2_evict_last | \
+l2_evict_normal | bulk`, `portable`, `of(a, b, ...)`, `queue = q`";
 
 fn parse_options(attr: &Attribute) -> syn::Result<Options> {
     let mut o = Options {
@@ -39,8 +57,10 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
         distance_span: attr.span(),
         level: Level::L2,
         level_span: attr.span(),
-        portable: false,
+        portable: None,
         of: Vec::new(),
+        of_span: None,
+        queue: None,
     };
     let metas = match &attr.meta {
         Meta::Path(_) => Punctuated::new(),
@@ -93,6 +113,7 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
                     _ => None,
                 };
                 o.level = match id.as_deref() {
+                    Some("auto") => Level::Auto,
                     Some("l1") => Level::L1,
                     Some("l2") => Level::L2,
                     Some("l2_evict_last") => Level::L2EvictLast,
@@ -110,38 +131,58 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
                 };
                 o.level_span = nv.value.span();
             }
-            ("portable", Meta::Path(_)) => o.portable = true,
+            ("portable", Meta::Path(p)) => o.portable = Some(p.span()),
             ("of", Meta::List(l)) => {
                 let targets = Punctuated::<Expr, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
                 if targets.is_empty() {
-                    return Err(syn::Error::new(l.span(), "`of(...)` needs at least one slice"));
+                    return Err(syn::Error::new(l.span(), "`of(...)` needs at least one slice, e.g. `of(x)` or `of(x.part(a..b))`"));
                 }
                 o.of = targets.into_iter().collect();
+                o.of_span = Some(meta.span());
+            }
+            ("queue", Meta::NameValue(nv)) => o.queue = Some(nv.value.clone()),
+            ("queue", _) => {
+                return Err(syn::Error::new(
+                    meta.span(),
+                    "write `queue = q`, with `q` a `RequestQueue` (usually a kernel parameter `q: RequestQueue`)",
+                ))
             }
             _ => {
                 return Err(syn::Error::new(
                     meta.span(),
                     format!(
-                        "unknown or malformed #[prefetch_next] option `{}`; options: `distance = N`, `level = {}`, `portable`, `of(a, b, ...)`",
+                        "unknown or malformed #[prefetch_next] option `{}`; {OPTIONS}",
                         quote!(#meta).to_string().replace(' ', ""),
-                        LEVELS.replace(", ", " | ")
                     ),
                 ))
             }
         }
     }
+    if let (Level::Auto, Some(p)) = (o.level, o.portable) {
+        return Err(syn::Error::new(
+            p,
+            "`portable` has no effect with `level = auto`: its hinted entry uses `prefetch.global.L2`, which every architecture has; remove `portable`",
+        ));
+    }
     Ok(o)
 }
 
-/// Rewrites every `#[prefetch_next]` loop in `block`; returns the errors found.
-pub fn rewrite_body(block: &mut Block) -> Vec<syn::Error> {
-    let mut r = Rewriter { errors: Vec::new() };
+/// Rewrites every `#[prefetch_next]` loop in `block`, expanding `level = auto` loops as
+/// `mode` says; returns the errors found and whether a `level = auto` loop was seen.
+pub fn rewrite_body(block: &mut Block, mode: AutoMode) -> (Vec<syn::Error>, bool) {
+    let mut r = Rewriter {
+        errors: Vec::new(),
+        mode,
+        found_auto: false,
+    };
     r.visit_block_mut(block);
-    r.errors
+    (r.errors, r.found_auto)
 }
 
 struct Rewriter {
     errors: Vec<syn::Error>,
+    mode: AutoMode,
+    found_auto: bool,
 }
 
 fn is_prefetch_attr(a: &Attribute) -> bool {
@@ -168,7 +209,32 @@ impl VisitMut for Rewriter {
                 ));
                 return;
             }
-            match parse_options(&attr).and_then(|o| rewrite_loop(f, &o, attr.span())) {
+            let mut o = match parse_options(&attr) {
+                Ok(o) => o,
+                Err(err) => {
+                    self.errors.push(err);
+                    return;
+                }
+            };
+            if o.level == Level::Auto {
+                self.found_auto = true;
+                match self.mode {
+                    AutoMode::Forbidden => {
+                        self.errors.push(syn::Error::new(
+                            o.level_span,
+                            "`level = auto` needs the enclosing #[kernel], which compiles its body twice (a plain and a hinted PTX entry, chosen at launch by measurement); a #[device_fn] is not an entry: give this loop a fixed level (e.g. `level = l2`), or move the loop into the #[kernel]",
+                        ));
+                        return;
+                    }
+                    AutoMode::Plain => {
+                        // The plain entry: the loop as written (the hinted pass reports
+                        // any error in the attribute or the loop form).
+                        return;
+                    }
+                    AutoMode::Hinted => o.level = Level::L2,
+                }
+            }
+            match rewrite_loop(f, &o, attr.span()) {
                 Ok(new) => *e = new,
                 Err(err) => self.errors.push(err),
             }
@@ -250,10 +316,54 @@ impl<'ast> Visit<'ast> for IndexFinder<'_> {
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
+/// Whether `e` mentions the variable `var` (as a plain path `var`).
+struct Mentions<'a> {
+    var: &'a Ident,
+    found: bool,
+}
+
+impl<'ast> Visit<'ast> for Mentions<'_> {
+    fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+        if p.qself.is_none() && p.path.is_ident(self.var) {
+            self.found = true;
+        }
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        // Macro arguments are tokens: look for the identifier among them.
+        fn has(ts: TokenStream, var: &Ident) -> bool {
+            ts.into_iter().any(|t| match t {
+                proc_macro2::TokenTree::Ident(i) => i == *var,
+                proc_macro2::TokenTree::Group(g) => has(g.stream(), var),
+                _ => false,
+            })
+        }
+        if has(m.tokens.clone(), self.var) {
+            self.found = true;
+        }
+    }
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+fn mentions(e: &Expr, var: &Ident) -> bool {
+    let mut m = Mentions { var, found: false };
+    m.visit_expr(e);
+    m.found
+}
+
+/// A range loop's prefetch target.
+enum Target {
+    /// A slice or view indexed by the loop variable: element `i + distance` is prefetched.
+    Element(Expr),
+    /// An expression of the loop variable naming what an iteration reads (such as
+    /// `x.part(a[i]..a[i + 1])`): evaluated for iteration `i + distance`, all of it.
+    Whole(Expr),
+}
+
 fn level_tokens(level: Level) -> TokenStream {
     match level {
         Level::L1 => quote!(::lookahead_device::prefetch::Level::L1),
-        Level::L2 => quote!(::lookahead_device::prefetch::Level::L2),
+        // `Auto` is resolved before expansion (no prefetch, or `l2`); listed for completeness.
+        Level::L2 | Level::Auto => quote!(::lookahead_device::prefetch::Level::L2),
         Level::L2EvictLast => quote!(::lookahead_device::prefetch::Level::L2EvictLast),
         Level::L2EvictNormal => quote!(::lookahead_device::prefetch::Level::L2EvictNormal),
         Level::Bulk => quote!(::lookahead_device::prefetch::Level::Bulk),
@@ -262,7 +372,7 @@ fn level_tokens(level: Level) -> TokenStream {
 
 /// The compile error for a level the target architecture lacks (unless `portable`).
 fn arch_guard(o: &Options) -> TokenStream {
-    if o.portable {
+    if o.portable.is_some() {
         return quote!();
     }
     let (feature, msg) = match o.level {
@@ -291,7 +401,14 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
     let snap = Ident::new("__lk_snap", m);
     let idx = Ident::new("__lk_i", m);
     let k = Ident::new("__lk_k", m);
+    let j = Ident::new("__lk_j", m);
     let scope = Ident::new("__lk_iteration", m);
+    let q = Ident::new("__lk_queue", m);
+    let queue_let = o.queue.as_ref().map(|qe| {
+        quote_spanned! {qe.span()=>
+            let #q: &::lookahead_device::requests::RequestQueue = &(#qe);
+        }
+    });
 
     let iter = strip(&f.expr);
     // Integer ranges, optionally `.step_by(s)`.
@@ -318,20 +435,28 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                 ))
             }
         };
-        let targets = if o.of.is_empty() {
+        let targets: Vec<Target> = if o.of.is_empty() {
             let mut finder = IndexFinder {
                 var: &var,
                 found: Vec::new(),
             };
             finder.visit_block(body);
-            finder.found
+            finder.found.into_iter().map(Target::Element).collect()
         } else {
-            o.of.clone()
+            o.of.iter()
+                .map(|t| {
+                    if mentions(t, &var) {
+                        Target::Whole(t.clone())
+                    } else {
+                        Target::Element(t.clone())
+                    }
+                })
+                .collect()
         };
         if targets.is_empty() {
             return Err(syn::Error::new(
                 attr_span,
-                format!("#[prefetch_next]: nothing to prefetch: the body indexes no slice with `{var}` (`x[{var}]`); name the slices with `of(x, y)`"),
+                format!("#[prefetch_next]: nothing to prefetch: the body indexes no slice with `{var}` (`x[{var}]`); name the slices with `of(x, y)`, or the range an iteration reads with `of(x.part(a..b))`"),
             ));
         }
         let start_id = Ident::new("__lk_start", m);
@@ -356,14 +481,75 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
             ),
             None => (quote!(let #step_id: usize = 1;), quote!(#range_expr)),
         };
-        let prefetches = targets
+        let n = targets.len();
+        // What iteration `#ahead` (a loop value, as usize) reads, prefetched or requested.
+        let fetch_ahead: Vec<TokenStream> = targets
             .iter()
-            .map(|t| quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);));
+            .enumerate()
+            .map(|(kk, t)| {
+                let flag = quote!(#pf::flag(#ahead, #n, #kk));
+                match (t, &o.queue) {
+                    (Target::Element(t), None) => {
+                        quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
+                    }
+                    (Target::Element(t), Some(_)) => quote_spanned! {t.span()=>
+                        let _ = #pf::request_index(#q, #flag, &#t, #ahead, #level);
+                    },
+                    (Target::Whole(t), None) => quote_spanned! {t.span()=> {
+                        let #var = #pf::index_like(#ahead, &#start_id);
+                        #pf::prefetch_all(&(#t), #level);
+                    }},
+                    (Target::Whole(t), Some(_)) => quote_spanned! {t.span()=> {
+                        let #var = #pf::index_like(#ahead, &#start_id);
+                        let _ = #pf::request_all(#q, #flag, &(#t), #level);
+                    }},
+                }
+            })
+            .collect();
+        // With a queue: ask for the first `distance` iterations before the loop, and wait
+        // for each iteration's ranges before its body.
+        let (before, waits) = if o.queue.is_some() {
+            let waits: Vec<TokenStream> = targets
+                .iter()
+                .enumerate()
+                .map(|(kk, t)| {
+                    let flag = quote!(#pf::flag(#var as usize, #n, #kk));
+                    match t {
+                        Target::Element(t) => quote_spanned! {t.span()=>
+                            let _ = #pf::wait_ready(#q, #flag, &#t);
+                        },
+                        Target::Whole(t) => quote_spanned! {t.span()=>
+                            let _ = #pf::wait_ready_for(#q, #flag, || #t);
+                        },
+                    }
+                })
+                .collect();
+            let before = quote! {{
+                let #scope = #pf::IterationScope::outside();
+                let mut #j: usize = 0;
+                while #j < #dist_lit {
+                    if let ::core::option::Option::Some(#ahead) =
+                        (#start_id as usize).checked_add(#j * #step_id)
+                    {
+                        if #in_bounds {
+                            #(#fetch_ahead)*
+                        }
+                    }
+                    #j += 1;
+                }
+                ::core::mem::drop(#scope);
+            }};
+            (before, quote!(#(#waits)*))
+        } else {
+            (quote!(), quote!())
+        };
         return Ok(syn::parse_quote_spanned! {f.span()=> {
             #guard
+            #queue_let
             let #start_id = #start;
             let #end_id = #end;
             #step_let
+            #before
             #(#attrs)*
             #label for #pat in #iter_expr {
                 // Names the iteration in the emulator's prefetch trace; nothing on the GPU.
@@ -372,9 +558,10 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                     (#var as usize).checked_add(#dist_lit * #step_id)
                 {
                     if #in_bounds {
-                        #(#prefetches)*
+                        #(#fetch_ahead)*
                     }
                 }
+                #waits
                 #body
             }
         }});
@@ -396,34 +583,72 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                     "#[prefetch_next]: bind the slice to a variable first (`let xs = ...; for x in xs.iter()`), so it is evaluated once",
                 ));
             }
-            let method_id = &mc.method;
-            if by_elem {
-                return Ok(syn::parse_quote_spanned! {f.span()=> {
-                    #guard
-                    let #snap = #pf::Snapshot::of(&#recv);
-                    #(#attrs)*
-                    #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#recv.#method_id()) {
-                        let #scope = #pf::IterationScope::enter(#idx);
-                        if let ::core::option::Option::Some(a) = #idx.checked_add(#dist_lit) {
-                            #pf::prefetch_index(&#snap, a, #level);
-                        }
-                        #body
-                    }
-                }});
+            if let Some(span) = o.of_span {
+                return Err(syn::Error::new(
+                    span,
+                    format!("`of(...)` is for range loops (`for i in a..b`); a `.{method}()` loop prefetches from `{}` itself: remove `of(...)`", quote!(#recv).to_string().replace(' ', "")),
+                ));
             }
-            let chunk = &mc.args[0];
+            let method_id = &mc.method;
+            let exact = method.contains("exact");
+            // Fetch (prefetch, or with a queue request) what iteration `$c` reads.
+            let fetch = |c: TokenStream| -> TokenStream {
+                match (&o.queue, by_elem) {
+                    (None, true) => quote!(#pf::prefetch_index(&#snap, #c, #level);),
+                    (None, false) => {
+                        quote!(#pf::prefetch_chunk(&#snap, #c, #k, #exact, #level);)
+                    }
+                    (Some(_), true) => quote! {
+                        let _ = #pf::request_index(#q, #pf::flag(#c, 1, 0), &#snap, #c, #level);
+                    },
+                    (Some(_), false) => quote! {
+                        let _ = #pf::request_chunk(#q, #pf::flag(#c, 1, 0), &#snap, #c, #k, #exact, #level);
+                    },
+                }
+            };
+            let c = Ident::new("__lk_c", m);
+            let fetch_ahead = fetch(quote!(#c));
+            let (before, wait) = if o.queue.is_some() {
+                let first = fetch(quote!(#j));
+                (
+                    quote! {{
+                        let #scope = #pf::IterationScope::outside();
+                        let mut #j: usize = 0;
+                        while #j < #dist_lit {
+                            #first
+                            #j += 1;
+                        }
+                        ::core::mem::drop(#scope);
+                    }},
+                    quote!(let _ = #pf::wait_ready(#q, #pf::flag(#idx, 1, 0), &#snap);),
+                )
+            } else {
+                (quote!(), quote!())
+            };
+            let chunk_let = if by_chunk {
+                let chunk = &mc.args[0];
+                quote!(let #k: usize = #chunk;)
+            } else {
+                quote!()
+            };
+            let iter_call = if by_chunk {
+                quote!(#recv.#method_id(#k))
+            } else {
+                quote!(#recv.#method_id())
+            };
             return Ok(syn::parse_quote_spanned! {f.span()=> {
                 #guard
+                #queue_let
                 let #snap = #pf::Snapshot::of(&#recv);
-                let #k: usize = #chunk;
+                #chunk_let
+                #before
                 #(#attrs)*
-                #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#recv.#method_id(#k)) {
+                #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#iter_call) {
                     let #scope = #pf::IterationScope::enter(#idx);
-                    if let ::core::option::Option::Some(first) =
-                        #idx.checked_add(#dist_lit).and_then(|c| c.checked_mul(#k))
-                    {
-                        #pf::prefetch_range(&#snap, first, #k, #level);
+                    if let ::core::option::Option::Some(#c) = #idx.checked_add(#dist_lit) {
+                        #fetch_ahead
                     }
+                    #wait
                     #body
                 }
             }});

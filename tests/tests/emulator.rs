@@ -559,3 +559,196 @@ fn trace_records_direct_prefetches_without_an_iteration() {
         .iter()
         .all(|r| r.iteration.is_none() && r.thread == [0, 0, 0]));
 }
+
+// ---- level = auto, targets of the loop variable, and request queues on managed memory ----
+
+#[test]
+fn auto_kernels_run_the_hinted_body_here_and_launch_variant_runs_either() {
+    use ptx_kernels::pf_auto::{self, Variant};
+    let mut rng = Rng::fresh("auto");
+    let n = 1000;
+    let x = rng.f32s(n);
+    let want: f32 = x.iter().sum();
+    let cfg = LaunchConfig::new((2, 1, 1), (32, 1, 1)); // stride 64
+    let emu = traced();
+    assert_eq!(pf_auto::HINTED_NAME, "pf_auto__hinted");
+    assert_eq!(pf_auto::auto_choice(&emu), Some(Variant::Hinted));
+
+    let mut out = vec![0.0f32; 1];
+    pf_auto::launch(&emu, cfg, &x, &mut out).unwrap();
+    assert!(close(out[0], want, 1e-4), "{} vs {want}", out[0]);
+    let hinted = emu.take_prefetch_trace();
+    assert!(hinted.iter().all(|r| r.instruction == Instruction::L2));
+    let want_trace: Vec<_> = {
+        let mut v: Vec<_> = (0..n - 256).map(|i| (Some(i), i + 256)).collect();
+        v.sort();
+        v
+    };
+    let mut got = elements(&hinted, &x);
+    got.sort();
+    assert_eq!(got, want_trace, "4 grid strides ahead, never past the end");
+
+    let mut out = vec![0.0f32; 1];
+    pf_auto::launch_variant(Variant::Plain, &emu, cfg, &x, &mut out).unwrap();
+    assert!(close(out[0], want, 1e-4), "{} vs {want}", out[0]);
+    assert!(
+        emu.take_prefetch_trace().is_empty(),
+        "the plain body prefetches nothing"
+    );
+
+    let mut out = vec![0.0f32; 1];
+    pf_auto::launch_variant(Variant::Hinted, &emu, cfg, &x, &mut out).unwrap();
+    assert!(close(out[0], want, 1e-4));
+    assert_eq!(emu.take_prefetch_trace(), hinted);
+}
+
+#[test]
+fn trace_a_target_of_the_loop_variable_is_evaluated_for_iteration_i_plus_distance() {
+    let mut rng = Rng::fresh("of_loop_var");
+    let (m, n) = (5000, 700);
+    let src = rng.f32s(m);
+    let idx: Vec<u32> = (0..n).map(|_| rng.below(m as u64) as u32).collect();
+    let mut out = vec![f32::NAN; n];
+    let emu = traced();
+    let cfg = LaunchConfig::new((1, 1, 1), (32, 1, 1)); // stride 32
+    ptx_kernels::pf_of_loop_var::launch(&emu, cfg, &src, &idx, &mut out).unwrap();
+    for i in 0..n {
+        assert_eq!(out[i], src[idx[i] as usize], "element {i}");
+    }
+    let t = emu.take_prefetch_trace();
+    let mut got = elements(&t, &src);
+    got.sort();
+    let mut want: Vec<_> = (0..n - 4 * 32)
+        .map(|i| (Some(i), idx[i + 4 * 32] as usize))
+        .collect();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "src[idx[i + 4 * stride]] from iteration i, nothing else"
+    );
+    assert_eq!(t.len(), want.len());
+}
+
+#[test]
+fn trace_queue_requests_exactly_the_chunk_iteration_i_plus_distance_reads() {
+    use lookahead_device::requests::RequestQueue;
+    let n = 256 * 5 + 100; // five whole chunks and a partial one
+    let x = vec![1.0f32; n];
+    let mut out = vec![0.0f32; 1];
+    let emu = traced();
+    ptx_kernels::pf_queue_chunks::launch(
+        &emu,
+        LaunchConfig::for_len(1, 1),
+        &x,
+        &mut out,
+        RequestQueue::disabled(),
+    )
+    .unwrap();
+    assert_eq!(out[0], 6.0);
+    let base = x.as_ptr() as usize;
+    let chunk = |c: usize| (base + c * 1024, if c == 5 { 400 } else { 1024 });
+    let got: Vec<_> = emu
+        .take_prefetch_trace()
+        .into_iter()
+        .map(|r| (r.iteration, r.instruction, r.address, r.bytes))
+        .collect();
+    let mut want = Vec::new();
+    // Before the loop: the first `distance` chunks.
+    for c in 0..2 {
+        let (a, b) = chunk(c);
+        want.push((None, Instruction::Request { flag: c as u32 }, a, b));
+    }
+    // Iteration c: chunk c + 2 (while there is one), then wait for chunk c.
+    for c in 0..6 {
+        if c + 2 < 6 {
+            let (a, b) = chunk(c + 2);
+            want.push((Some(c), Instruction::Request { flag: c as u32 + 2 }, a, b));
+        }
+        want.push((Some(c), Instruction::WaitReady { flag: c as u32 }, 0, 0));
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn trace_queue_requests_managed_lists_and_hints_device_memory_in_the_same_loop() {
+    use lookahead_device::requests::RequestQueue;
+    let mut rng = Rng::fresh("queue_lists");
+    let lists_n = 20;
+    let mut offsets = vec![0u32];
+    for _ in 0..lists_n {
+        let len = 1 + rng.below(50) as u32;
+        offsets.push(offsets.last().unwrap() + len);
+    }
+    let lists = rng.f32s(*offsets.last().unwrap() as usize);
+    let weights = rng.f32s(lists_n);
+    let mut sums = vec![f32::NAN; lists_n];
+    let emu = traced();
+    let cfg = LaunchConfig::new((2, 1, 1), (4, 1, 1)); // stride 8
+    ptx_kernels::pf_queue_lists::launch(
+        &emu,
+        cfg,
+        &lists,
+        &offsets,
+        &weights,
+        &mut sums,
+        RequestQueue::disabled(),
+    )
+    .unwrap();
+    for l in 0..lists_n {
+        let (a, b) = (offsets[l] as usize, offsets[l + 1] as usize);
+        let want = lists[a..b].iter().sum::<f32>() * weights[l];
+        assert!(close(sums[l], want, 1e-5), "list {l}");
+    }
+    let t = emu.take_prefetch_trace();
+    let base = lists.as_ptr() as usize;
+    // Each list is requested once, under flag 2 l (two targets), by iteration l - 8 (or
+    // before the loop for the first list of each thread), with exactly its bytes.
+    let mut requests: Vec<_> = t
+        .iter()
+        .filter_map(|r| match r.instruction {
+            Instruction::Request { flag } => Some((flag, r.iteration, r.address, r.bytes)),
+            _ => None,
+        })
+        .collect();
+    requests.sort();
+    let want: Vec<_> = (0..lists_n)
+        .map(|l| {
+            let (a, b) = (offsets[l] as usize, offsets[l + 1] as usize);
+            let from = if l < 8 { None } else { Some(l - 8) };
+            (2 * l as u32, from, base + a * 4, (b - a) * 4)
+        })
+        .collect();
+    assert_eq!(requests, want);
+    // Every iteration waits for its own list, and for nothing else.
+    let mut waits: Vec<_> = t
+        .iter()
+        .filter_map(|r| match r.instruction {
+            Instruction::WaitReady { flag } => Some((flag, r.iteration)),
+            _ => None,
+        })
+        .collect();
+    waits.sort();
+    let want: Vec<_> = (0..lists_n).map(|l| (2 * l as u32, Some(l))).collect();
+    assert_eq!(waits, want);
+    // The device-memory weights keep their L2 hint: element l, from iteration l - 8.
+    let hints: Vec<_> = t
+        .iter()
+        .filter(|r| {
+            !matches!(
+                r.instruction,
+                Instruction::Request { .. } | Instruction::WaitReady { .. }
+            )
+        })
+        .cloned()
+        .collect();
+    assert!(hints
+        .iter()
+        .all(|r| r.instruction == Instruction::L2 && inside(r, &weights)));
+    let mut got = elements(&hints, &weights);
+    got.sort();
+    let mut want: Vec<_> = (0..lists_n)
+        .map(|l| (if l < 8 { None } else { Some(l - 8) }, l))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+}

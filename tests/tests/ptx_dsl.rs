@@ -173,6 +173,64 @@ fn managed_memory_gets_the_l2_prefetch_whatever_the_level() {
 }
 
 #[test]
+fn level_auto_compiles_two_entries_and_only_the_hinted_one_prefetches() {
+    for cc in ARCHS {
+        let plain = body(cc, "pf_auto");
+        assert!(
+            !plain.contains("prefetch"),
+            "sm_{cc}: pf_auto must not prefetch"
+        );
+        assert!(
+            in_loop(cc, "pf_auto__hinted", "prefetch.global.L2 ["),
+            "sm_{cc}: the hinted entry prefetches inside its loop"
+        );
+        assert!(!body(cc, "pf_auto__hinted").contains("prefetch.global.L1"));
+        // Same parameters: the launcher passes the same arguments to either entry.
+        let sig = |k: &str| {
+            let text = module(cc);
+            let start = text.find(&format!(".entry {k}(")).unwrap();
+            let end = start + text[start..].find(')').unwrap();
+            text[start..end].replace("pf_auto__hinted", "pf_auto")
+        };
+        assert_eq!(sig("pf_auto"), sig("pf_auto__hinted"), "sm_{cc}");
+    }
+}
+
+#[test]
+fn a_target_of_the_loop_variable_is_prefetched_inside_the_loop() {
+    for cc in ARCHS {
+        assert!(
+            in_loop(cc, "pf_of_loop_var", "prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
+    }
+}
+
+#[test]
+fn queue_loops_request_and_wait_inside_the_loop_and_hint_only_device_memory() {
+    for cc in ARCHS {
+        // Managed chunks only: requests (the flag exchange of `RequestQueue::request`) and
+        // waits (the `%globaltimer` bound of `wait_ready`) in the loop, no prefetch at all.
+        let k = "pf_queue_chunks";
+        assert!(
+            in_loop(cc, k, "atom.exch.b32"),
+            "sm_{cc}: request in the loop"
+        );
+        assert!(in_loop(cc, k, "%globaltimer"), "sm_{cc}: wait in the loop");
+        assert!(
+            !body(cc, k).contains("prefetch"),
+            "sm_{cc}: no hint for managed memory"
+        );
+        // A managed list and a device slice: the list is requested, the slice prefetched.
+        let k = "pf_queue_lists";
+        assert!(in_loop(cc, k, "atom.exch.b32"), "sm_{cc}");
+        assert!(in_loop(cc, k, "%globaltimer"), "sm_{cc}");
+        assert!(in_loop(cc, k, "prefetch.global.L2 ["), "sm_{cc}");
+        assert!(!body(cc, k).contains("cp.async.bulk"), "sm_{cc}");
+    }
+}
+
+#[test]
 fn direct_prefetch_intrinsics_by_architecture() {
     let k = "intr_prefetch_direct";
     for cc in ARCHS {

@@ -82,7 +82,7 @@ pub struct AccessPattern {
     pub total_bytes: u64,
     /// Bytes the launch actually reads (for IVF: the probed lists).
     pub needed_bytes: u64,
-    /// Distinct ranges those bytes form (for IVF: the probed lists).
+    /// Contiguous ranges those bytes form (for IVF: runs of adjacent probed lists).
     pub ranges: u64,
     /// How many times the same needed bytes will be read in total (1: once).
     pub expected_passes: f64,
@@ -99,19 +99,42 @@ pub struct Estimate {
     pub total_s: f64,
 }
 
+/// The rate at which host-issued prefetches migrate ranges averaging `avg_range` bytes:
+/// the probe's 2 MiB-range rate for small ranges, its single-bulk rate from 32 MiB up, and
+/// in between interpolated on a log scale (large calls are what reach the interconnect).
+pub fn migrate_gbps(m: &MachineProfile, avg_range: f64) -> f64 {
+    let (small, large) = (2.0 * 1048576.0, 32.0 * 1048576.0);
+    let lo = m.range_prefetch_gbps.max(1e-3);
+    let hi = m.bulk_prefetch_gbps.max(lo);
+    if avg_range <= small {
+        lo
+    } else if avg_range >= large {
+        hi
+    } else {
+        let t = (avg_range / small).ln() / (large / small).ln();
+        lo + (hi - lo) * t
+    }
+}
+
 /// Estimates every concrete policy for `pattern` on a machine measured as `m`.
 ///
 /// The model: the first pass moves the needed bytes (or the whole buffer) at the measured
 /// rate of the mechanism; later passes read resident data at device-memory speed, except
-/// [`Policy::RemoteMap`], which reads over the interconnect every pass. Per-range costs
-/// (one prefetch call per range) are added for the host-driven policies.
+/// [`Policy::RemoteMap`], which reads over the interconnect every pass and first pays for
+/// its advice on the whole buffer. GPU-driven requests migrate at the host prefetch rate for
+/// the ranges' size (the service merges adjacent ranges into large calls), and are ruled out
+/// when the probe saw a request not arrive; host-selected ranges add a host round trip and a
+/// per-call cost.
 pub fn estimate(pattern: &AccessPattern, m: &MachineProfile) -> Vec<Estimate> {
     let gb = |bytes: u64| bytes as f64 / 1e9;
     let needed = gb(pattern.needed_bytes);
     let total = gb(pattern.total_bytes);
     let later = (pattern.expected_passes - 1.0).max(0.0);
     let resident_pass = needed / m.device_gbps.max(1.0);
+    let avg_range = pattern.needed_bytes as f64 / pattern.ranges.max(1) as f64;
+    let migrate = migrate_gbps(m, avg_range);
     let per_range = pattern.ranges as f64 * m.prefetch_call_s;
+    let advice = total * 1e9 / (1u64 << 30) as f64 * m.remote_advice_s_per_gib;
     Policy::CONCRETE
         .iter()
         .map(|&policy| {
@@ -124,12 +147,21 @@ pub fn estimate(pattern: &AccessPattern, m: &MachineProfile) -> Vec<Estimate> {
                         needed / m.fault_gbps.max(1e-3) * 1.02
                     }
                 }
-                Policy::PrefetchAll => total / m.bulk_prefetch_gbps.max(1e-3),
-                Policy::HostSelected => {
-                    needed / m.range_prefetch_gbps.max(1e-3) + per_range + m.host_round_trip_s
+                // The engine cuts the buffer into 32 MiB calls.
+                Policy::PrefetchAll => {
+                    total / m.bulk_prefetch_gbps.max(1e-3)
+                        + (pattern.total_bytes as f64 / (32u64 << 20) as f64).ceil()
+                            * m.prefetch_call_s
                 }
-                Policy::GpuRequests => needed / m.range_prefetch_gbps.max(1e-3) + per_range,
-                Policy::RemoteMap => needed / m.remote_gbps.max(1e-3),
+                Policy::HostSelected => needed / migrate + per_range + m.host_round_trip_s,
+                Policy::GpuRequests => {
+                    if m.request_gbps > 0.0 {
+                        needed / migrate
+                    } else {
+                        f64::INFINITY
+                    }
+                }
+                Policy::RemoteMap => advice + needed / m.remote_gbps.max(1e-3),
                 Policy::Auto => unreachable!("Auto is not a concrete policy"),
             };
             let rest = match policy {
@@ -158,47 +190,82 @@ pub fn choose(pattern: &AccessPattern, m: &MachineProfile) -> Policy {
 mod tests {
     use super::*;
 
-    /// The H100 numbers of the project's facts file.
+    /// The H100 numbers of the project's facts file and of the probe on it.
     fn h100() -> MachineProfile {
         MachineProfile {
             fault_gbps: 12.0,
-            bulk_prefetch_gbps: 48.0,
+            bulk_prefetch_gbps: 45.0,
             range_prefetch_gbps: 25.0,
             remote_gbps: 51.0,
             device_gbps: 2900.0,
             prefetch_call_s: 20e-6,
             host_round_trip_s: 50e-6,
             kernel_hints_migrate: false,
+            request_gbps: 30.0,
+            remote_advice_s_per_gib: 0.04,
             ..MachineProfile::default()
         }
     }
 
     fn pattern(needed_frac: f64, passes: f64) -> AccessPattern {
+        // 2048 lists of 2 MiB, a random `needed_frac` of them: runs of adjacent lists.
         let total = 4u64 << 30;
         let needed = (total as f64 * needed_frac) as u64;
+        let runs = 2048.0 * needed_frac * (1.0 - needed_frac);
         AccessPattern {
             total_bytes: total,
             needed_bytes: needed,
-            ranges: needed / (2 << 20),
+            ranges: runs.max(1.0) as u64,
             expected_passes: passes,
         }
     }
 
     #[test]
-    fn single_pass_cold_reads_go_remote() {
-        assert_eq!(choose(&pattern(0.06, 1.0), &h100()), Policy::RemoteMap);
-        assert_eq!(choose(&pattern(1.0, 1.0), &h100()), Policy::RemoteMap);
+    fn requests_win_when_data_is_read_again() {
+        for frac in [0.01, 0.06, 0.25, 1.0] {
+            assert_eq!(
+                choose(&pattern(frac, 2.0), &h100()),
+                Policy::GpuRequests,
+                "{frac}"
+            );
+        }
     }
 
     #[test]
-    fn reused_data_is_migrated() {
-        let p = choose(&pattern(0.06, 10.0), &h100());
-        assert!(
-            matches!(p, Policy::GpuRequests | Policy::HostSelected),
-            "{p:?}"
-        );
-        // Everything needed and read many times: one big prefetch is cheapest.
-        assert_eq!(choose(&pattern(1.0, 10.0), &h100()), Policy::PrefetchAll);
+    fn remote_reads_need_cheap_advice_and_a_single_pass() {
+        // The advice on the whole 4 GiB buffer costs more than moving a few percent of it.
+        assert_eq!(choose(&pattern(0.06, 1.0), &h100()), Policy::GpuRequests);
+        let free_advice = MachineProfile {
+            remote_advice_s_per_gib: 0.0,
+            ..h100()
+        };
+        assert_eq!(choose(&pattern(0.06, 1.0), &free_advice), Policy::RemoteMap);
+        assert_ne!(choose(&pattern(0.06, 3.0), &free_advice), Policy::RemoteMap);
+    }
+
+    #[test]
+    fn a_request_path_that_failed_the_probe_is_never_chosen() {
+        let broken = MachineProfile {
+            request_gbps: 0.0,
+            ..h100()
+        };
+        for frac in [0.01, 0.25, 1.0] {
+            let p = choose(&pattern(frac, 2.0), &broken);
+            assert_ne!(p, Policy::GpuRequests);
+            assert!(
+                matches!(p, Policy::HostSelected | Policy::PrefetchAll),
+                "{p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn large_ranges_migrate_at_the_bulk_rate() {
+        let m = h100();
+        assert_eq!(migrate_gbps(&m, 1e6), 25.0);
+        assert_eq!(migrate_gbps(&m, 64e6), 45.0);
+        let mid = migrate_gbps(&m, 8.0 * 1048576.0);
+        assert!(mid > 25.0 && mid < 45.0, "{mid}");
     }
 
     #[test]

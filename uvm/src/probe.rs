@@ -39,6 +39,20 @@ pub struct MachineProfile {
     pub kernel_hints_migrate: bool,
     /// Read after the in-kernel hints, GB/s (compare with `fault_gbps`).
     pub after_hints_gbps: f64,
+    /// The GPU-driven request path (a kernel asks a [`crate::PrefetchService`] for 2 MiB
+    /// ranges through a [`crate::RequestRing`] and waits for each): GB/s of data delivered
+    /// while the kernel waited; 0 when any request failed to arrive (the path does not work
+    /// here, so `Auto` never picks it).
+    #[serde(default)]
+    pub request_gbps: f64,
+    /// What the request probe saw: how many of its requests arrived, went ahead on the
+    /// fault path, or timed out.
+    #[serde(default)]
+    pub request_outcome: String,
+    /// Setting and then clearing the remote-mapping advice (preferred location host,
+    /// accessed by this GPU) on managed memory, seconds per GiB of the advised range.
+    #[serde(default)]
+    pub remote_advice_s_per_gib: f64,
     /// How long the probe took, seconds.
     pub probe_s: f64,
 }
@@ -58,21 +72,24 @@ impl Default for MachineProfile {
             host_round_trip_s: 0.0,
             kernel_hints_migrate: false,
             after_hints_gbps: 1.0,
+            request_gbps: 0.0,
+            request_outcome: String::new(),
+            remote_advice_s_per_gib: 0.0,
             probe_s: 0.0,
         }
     }
 }
 
-/// Bytes per probe region; five regions are used.
+/// Bytes per probe region; six regions are used.
 const REGION: usize = 64 << 20;
-const REGIONS: usize = 5;
+const REGIONS: usize = 6;
 
 /// Where the profile of `device` with `driver` is cached.
 pub fn cache_path(device: &str, driver: &str) -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    let name: String = format!("probe-v1-{device}-{driver}.json")
+    let name: String = format!("probe-v2-{device}-{driver}.json")
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
@@ -111,8 +128,26 @@ impl MachineProfile {
         Ok(profile)
     }
 
-    /// Measures this machine now (about 0.3 GB of managed memory moved; well under a
-    /// second on a PCIe Gen5 H100). Needs 320 MiB of free device memory.
+    /// One line for logs and result files.
+    pub fn summary(&self) -> String {
+        format!(
+            "faults {:.1} GB/s, bulk prefetch {:.1}, 2 MiB-range prefetch {:.1}, GPU-driven requests {:.1} ({}), remote read {:.1} (advice {:.0} ms/GiB), resident read {:.0}; in-kernel hints migrate: {} (read after hints {:.1} GB/s); probe took {:.0} ms",
+            self.fault_gbps,
+            self.bulk_prefetch_gbps,
+            self.range_prefetch_gbps,
+            self.request_gbps,
+            self.request_outcome,
+            self.remote_gbps,
+            self.remote_advice_s_per_gib * 1e3,
+            self.device_gbps,
+            self.kernel_hints_migrate,
+            self.after_hints_gbps,
+            self.probe_s * 1e3
+        )
+    }
+
+    /// Measures this machine now (about 0.4 GB of managed memory moved; well under a
+    /// second on a PCIe Gen5 H100). Needs 384 MiB of free device memory.
     pub fn probe(gpu: &Gpu) -> Result<Self> {
         let started = Instant::now();
         gpu.require(
@@ -132,7 +167,8 @@ impl MachineProfile {
                 *w = i as u32;
             }
         }
-        let sink = ManagedBuffer::<u32>::zeroed(gpu, 1)?;
+        // Four words: the warm-up below streams one 16-byte vector out of it.
+        let sink = ManagedBuffer::<u32>::zeroed(gpu, 4)?;
         let sink_ptr = sink.device_ptr();
         let region = |i: usize| ByteRange {
             start: buf.device_ptr() + (i * REGION) as u64,
@@ -150,7 +186,7 @@ impl MachineProfile {
         };
 
         // Warm-up: module load, first launch.
-        kernels.read_words(&stream, sink_ptr, 4, sink_ptr)?;
+        kernels.read_words(&stream, sink_ptr, 4, sink_ptr)?; // the 4 words of `sink`
         stream.synchronize().map_err(|source| Error::Driver {
             call: "cuStreamSynchronize",
             source,
@@ -188,13 +224,19 @@ impl MachineProfile {
         let t = Instant::now();
         engine.prefetch(&pieces, to_gpu)?.wait()?;
         let range_s = t.elapsed().as_secs_f64();
-        // 3: remote reads, no migration.
+        // 3: remote reads, no migration (and what the advice itself costs).
         let r3 = region(3);
+        let t = Instant::now();
         lookahead::advice::advise(gpu, r3, Advice::SetPreferredLocation(Location::Host))?;
         lookahead::advice::advise(gpu, r3, Advice::SetAccessedBy(to_gpu))?;
+        let mut advice_s = t.elapsed().as_secs_f64();
         let remote_s = timed(&|| kernels.read_words(&stream, r3.start, r3.len / 4, sink_ptr))?;
+        let t = Instant::now();
         lookahead::advice::advise(gpu, r3, Advice::UnsetAccessedBy(to_gpu))?;
         lookahead::advice::advise(gpu, r3, Advice::UnsetPreferredLocation)?;
+        advice_s += t.elapsed().as_secs_f64();
+        // 5: GPU-driven requests: 32 blocks each ask for a 2 MiB range and wait for it.
+        let (request_gbps, request_outcome) = probe_requests(gpu, &kernels, &stream, region(5))?;
         // 4: in-kernel prefetch hints, then a read.
         let r4 = region(4);
         timed(&|| kernels.prefetch_sweep(&stream, r4.start, r4.len, 4096))?;
@@ -232,7 +274,69 @@ impl MachineProfile {
             // Migrated pages read at least 3x faster than faulting ones.
             kernel_hints_migrate: after_hints_gbps > 3.0 * fault_gbps,
             after_hints_gbps,
+            request_gbps,
+            request_outcome,
+            remote_advice_s_per_gib: advice_s / (REGION as f64 / (1u64 << 30) as f64),
             probe_s: started.elapsed().as_secs_f64(),
         })
     }
+}
+
+/// GB/s the request path delivers to a kernel that waits: `request_and_sum` over 32 ranges
+/// of 2 MiB, each block asking for its range and waiting for it; 0 if any did not arrive.
+fn probe_requests(
+    gpu: &Gpu,
+    kernels: &UvmKernels,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    region: ByteRange,
+) -> Result<(f64, String)> {
+    const N: usize = 32;
+    let piece = region.len / N as u64;
+    let ring = std::sync::Arc::new(crate::RequestRing::new(gpu, N as u32, N as u32)?);
+    let service = crate::PrefetchService::start(ring.clone(), crate::ServiceConfig::default())?;
+    let ptrs: Vec<u64> = (0..N as u64).map(|i| region.start + i * piece).collect();
+    let lens = vec![piece; N];
+    let d = |call| move |source| Error::Driver { call, source };
+    let dptrs = stream.clone_htod(&ptrs).map_err(d("cuMemcpyHtoD"))?;
+    let dlens = stream.clone_htod(&lens).map_err(d("cuMemcpyHtoD"))?;
+    let sums = stream.alloc_zeros::<u32>(N).map_err(d("cuMemAlloc"))?;
+    let ready = stream.alloc_zeros::<u32>(N).map_err(d("cuMemAlloc"))?;
+    fn addr<T>(s: &cudarc::driver::CudaSlice<T>, stream: &cudarc::driver::CudaStream) -> u64 {
+        use cudarc::driver::DevicePtr;
+        let (p, _sync) = s.device_ptr(stream);
+        p
+    }
+    let (p, l) = (addr(&dptrs, stream), addr(&dlens, stream));
+    let (su, re) = (addr(&sums, stream), addr(&ready, stream));
+    stream.synchronize().map_err(d("cuStreamSynchronize"))?;
+    let t = Instant::now();
+    kernels.request_and_sum(
+        stream,
+        ring.queue(std::time::Duration::from_secs(1)),
+        p,
+        l,
+        N as u32,
+        0,
+        su,
+        re,
+        N as u32,
+    )?;
+    stream.synchronize().map_err(d("cuStreamSynchronize"))?;
+    let seconds = t.elapsed().as_secs_f64();
+    service.stop();
+    let codes = stream.clone_dtoh(&ready).map_err(d("cuMemcpyDtoH"))?;
+    let count = |v| codes.iter().filter(|&&c| c == v).count();
+    let outcome = format!(
+        "{} of {N} arrived, {} went ahead, {} timed out, in {:.2} ms",
+        count(1),
+        count(2),
+        count(3),
+        seconds * 1e3
+    );
+    let gbps = if count(1) == N {
+        region.len as f64 / seconds / 1e9
+    } else {
+        0.0
+    };
+    Ok((gbps, outcome))
 }

@@ -51,6 +51,8 @@ pub struct RequestRing {
     /// Next slot to consume (the consumer's copy of `tail`).
     next: Mutex<u32>,
     generation: AtomicU32,
+    /// First generation whose arrivals still count as resident (0: none).
+    resident_since: AtomicU32,
 }
 
 // SAFETY: the raw pointers are owned by the ring and only accessed atomically or under
@@ -126,6 +128,7 @@ impl RequestRing {
             num_flags,
             next: Mutex::new(0),
             generation: AtomicU32::new(0),
+            resident_since: AtomicU32::new(1),
             backing: Backing::Cuda {
                 gpu: gpu.clone(),
                 pinned,
@@ -156,6 +159,7 @@ impl RequestRing {
                 num_flags,
                 next: Mutex::new(0),
                 generation: AtomicU32::new(0),
+                resident_since: AtomicU32::new(1),
                 backing: Backing::Host { _memory: words },
             }
         }
@@ -187,6 +191,11 @@ impl RequestRing {
             })
             .map(|g| if g >= MAX_GENERATION { 1 } else { g + 1 })
             .unwrap_or(1);
+        if generation == 1 {
+            // Generations wrapped (or this is the first launch): old flags cannot be
+            // compared with new ones, so forget what they say about residency.
+            self.resident_since.store(1, Ordering::Release);
+        }
         RequestQueue {
             slots: self.slots,
             tail: self.tail,
@@ -200,7 +209,25 @@ impl RequestRing {
             // producers can contend at once, so allow many before falling back.
             claim_attempts: 4096,
             wait_ns: wait.as_nanos().min(u64::MAX as u128) as u64,
+            resident_since: self.resident_since.load(Ordering::Acquire),
+            reserved: 0,
         }
+    }
+
+    /// Says that ranges which arrived by request before now may no longer be resident (the
+    /// application moved the data back to the host, say): later launches ask for them
+    /// again instead of trusting [`RequestQueue::arrived_earlier`]. Call it after any
+    /// host-side prefetch to the host or eviction of memory that kernels request.
+    pub fn forget_resident(&self) {
+        let next = self.generation.load(Ordering::Acquire).wrapping_add(1);
+        self.resident_since.store(
+            if next > MAX_GENERATION {
+                1
+            } else {
+                next.max(1)
+            },
+            Ordering::Release,
+        );
     }
 
     /// Takes every complete request at the ring's tail, in order, at most `max`, and

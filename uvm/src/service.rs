@@ -2,13 +2,14 @@
 //! several threads (one stream each) and marks each request ready on the same stream right
 //! after its data, so kernels waiting on the flag never see it early.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::Condvar;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cudarc::driver::{sys, CudaStream};
+use cudarc::driver::{sys, CudaEvent, CudaStream};
 use lookahead::{ByteRange, Error, Gpu, Location, Result};
 use lookahead_device::requests::FALLBACK_BIT;
 
@@ -23,8 +24,15 @@ pub struct ServiceConfig {
     pub piece_bytes: u64,
     /// Issue a worker's pieces of one group with one `cuMemPrefetchBatchAsync` (CUDA 12.8+).
     pub batch: bool,
-    /// How long the poller sleeps when the ring is empty.
+    /// How long the poller sleeps when the ring is empty (after `spin`).
     pub poll_interval: Duration,
+    /// How long the poller keeps checking the ring without sleeping after it last found a
+    /// request: a kernel's requests come in bursts, and a sleeping poller adds the
+    /// operating system's wake-up latency (tens of microseconds) to each.
+    pub spin: Duration,
+    /// Smallest batch of adjacent requests handed to one worker, in bytes (see
+    /// [`batch_bytes`]).
+    pub min_batch_bytes: u64,
     /// Most requests taken from the ring at once.
     pub max_drain: usize,
 }
@@ -32,10 +40,12 @@ pub struct ServiceConfig {
 impl Default for ServiceConfig {
     fn default() -> Self {
         ServiceConfig {
-            threads: 8,
+            threads: 32,
             piece_bytes: 32 << 20,
             batch: false,
             poll_interval: Duration::from_micros(20),
+            spin: Duration::from_millis(2),
+            min_batch_bytes: 8 << 20,
             max_drain: 4096,
         }
     }
@@ -87,15 +97,34 @@ pub struct Group {
     pub requests: Vec<Request>,
 }
 
-/// Merges requests that arrive one after the other and touch or overlap in memory (arrival
+/// How many bytes of adjacent requests one worker takes at a time, for a drain of `total`
+/// bytes: enough batches to keep every worker busy twice over, each between
+/// `min_batch_bytes` and `piece_bytes` (large calls are what reach the interconnect's rate;
+/// small first batches are what let a kernel start early).
+pub fn batch_bytes(total: u64, config: &ServiceConfig) -> u64 {
+    let per = total / (2 * config.threads.max(1) as u64);
+    per.clamp(
+        config.min_batch_bytes.min(config.piece_bytes.max(1)),
+        config.piece_bytes.max(1),
+    )
+}
+
+/// Merges requests that arrive one after the other and touch or overlap in memory, into
+/// groups of at most `max_bytes` (a single larger request is a group of its own; arrival
 /// order is kept: kernels usually wait on requests in the order they made them). Requests
 /// of zero bytes get a group of their own with a zero-length range.
-pub fn group(requests: &[Request]) -> Vec<Group> {
+pub fn group(requests: &[Request], max_bytes: u64) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for r in requests {
         if let Some(g) = groups.last_mut() {
             let end = g.range.start + g.range.len;
-            if r.bytes > 0 && g.range.len > 0 && r.ptr >= g.range.start && r.ptr <= end {
+            let new_end = end.max(r.ptr.saturating_add(r.bytes));
+            if r.bytes > 0
+                && g.range.len > 0
+                && r.ptr >= g.range.start
+                && r.ptr <= end
+                && new_end - g.range.start <= max_bytes
+            {
                 let new_end = end.max(r.ptr.saturating_add(r.bytes));
                 g.range.len = new_end - g.range.start;
                 g.requests.push(*r);
@@ -139,6 +168,82 @@ trait Executor: Send + 'static {
 struct CudaExecutor {
     gpu: Gpu,
     stream: Arc<CudaStream>,
+    worker: usize,
+    trace: Option<Arc<Trace>>,
+}
+
+/// A timeline of what the service did, kept when `LOOKAHEAD_UVM_TRACE` is set and printed
+/// to stderr when the service stops: when each group was handed to a worker, how long its
+/// prefetch calls took on the host, and when the GPU executed its flag write (a CUDA event
+/// recorded right after the write, timed against one recorded at start-up).
+struct Trace {
+    start: Instant,
+    t0: CudaEvent,
+    drains: Mutex<Vec<(f64, usize)>>,
+    groups: Mutex<Vec<TracedGroup>>,
+}
+
+struct TracedGroup {
+    worker: usize,
+    first_flag: u32,
+    requests: usize,
+    bytes: u64,
+    received_us: f64,
+    issued_us: f64,
+    flags_done: Option<CudaEvent>,
+}
+
+impl Trace {
+    fn new(gpu: &Gpu, stream: &CudaStream) -> Option<Arc<Self>> {
+        std::env::var_os("LOOKAHEAD_UVM_TRACE")?;
+        let t0 = gpu
+            .context()
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .ok()?;
+        t0.record(stream).ok()?;
+        t0.synchronize().ok()?;
+        Some(Arc::new(Trace {
+            start: Instant::now(),
+            t0,
+            drains: Mutex::new(Vec::new()),
+            groups: Mutex::new(Vec::new()),
+        }))
+    }
+
+    fn now_us(&self) -> f64 {
+        self.start.elapsed().as_secs_f64() * 1e6
+    }
+
+    fn print(&self) {
+        let drains = self.drains.lock().unwrap_or_else(|p| p.into_inner());
+        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        groups.sort_by(|a, b| a.received_us.total_cmp(&b.received_us));
+        eprintln!(
+            "uvm trace: {} drains, {} groups (times in us since the service started)",
+            drains.len(),
+            groups.len()
+        );
+        for (t, n) in drains.iter() {
+            eprintln!("uvm trace: drain t={t:.0} requests={n}");
+        }
+        for g in groups.iter() {
+            let gpu_us = g
+                .flags_done
+                .as_ref()
+                .and_then(|e| self.t0.elapsed_ms(e).ok())
+                .map(|ms| ms as f64 * 1e3);
+            eprintln!(
+                "uvm trace: worker={} flag={} requests={} bytes={} received={:.0} prefetch_returned={:.0} flags_on_gpu={}",
+                g.worker,
+                g.first_flag,
+                g.requests,
+                g.bytes,
+                g.received_us,
+                g.issued_us,
+                gpu_us.map_or("?".to_string(), |t| format!("{t:.0}")),
+            );
+        }
+    }
 }
 
 impl CudaExecutor {
@@ -167,14 +272,25 @@ impl CudaExecutor {
 impl Executor for CudaExecutor {
     fn run(&mut self, ring: &RequestRing, group: &Group, config: &ServiceConfig) -> bool {
         let to = Location::Device(self.gpu.ordinal());
+        let received_us = self.trace.as_ref().map_or(0.0, |t| t.now_us());
+        // The driver validates the ranges; a bad one (a kernel's bug) fails the call and
+        // its requests fall back.
         let ok = group.range.len == 0
-            || lookahead::prefetch::prefetch_ranges(
-                &self.gpu,
-                &pieces(group.range, config.piece_bytes),
-                to,
-                &self.stream,
-                config.batch,
-            )
+            || if config.batch {
+                lookahead::prefetch::prefetch_ranges(
+                    &self.gpu,
+                    &pieces(group.range, config.piece_bytes),
+                    to,
+                    &self.stream,
+                    true,
+                )
+            } else {
+                lookahead::prefetch::prefetch_ranges_unchecked(
+                    &pieces(group.range, config.piece_bytes),
+                    to,
+                    &self.stream,
+                )
+            }
             .is_ok();
         let mut written = true;
         for r in &group.requests {
@@ -184,6 +300,28 @@ impl Executor for CudaExecutor {
                 r.generation | FALLBACK_BIT
             };
             written &= self.write_flag(ring, r, value).is_ok();
+        }
+        if let Some(trace) = &self.trace {
+            let issued_us = trace.now_us();
+            let flags_done = self
+                .gpu
+                .context()
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .ok()
+                .filter(|e| e.record(&self.stream).is_ok());
+            trace
+                .groups
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(TracedGroup {
+                    worker: self.worker,
+                    first_flag: group.requests.first().map_or(u32::MAX, |r| r.flag),
+                    requests: group.requests.len(),
+                    bytes: group.range.len,
+                    received_us,
+                    issued_us,
+                    flags_done,
+                });
         }
         ok && written
     }
@@ -210,9 +348,40 @@ impl Executor for HostExecutor {
     }
 }
 
-struct Worker {
-    tx: Option<mpsc::Sender<Group>>,
-    handle: Option<JoinHandle<()>>,
+/// The groups waiting for a worker, in the order the poller made them: each idle worker
+/// takes the oldest, so the earliest requests are served first and a worker stuck on a
+/// large group holds up nothing queued behind it.
+#[derive(Default)]
+struct WorkQueue {
+    state: Mutex<(VecDeque<Group>, bool)>,
+    ready: Condvar,
+}
+
+impl WorkQueue {
+    fn push(&self, groups: impl IntoIterator<Item = Group>) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.0.extend(groups);
+        self.ready.notify_all();
+    }
+
+    /// The next group, or `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<Group> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(g) = st.0.pop_front() {
+                return Some(g);
+            }
+            if st.1 {
+                return None;
+            }
+            st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.ready.notify_all();
+    }
 }
 
 /// A running prefetch service. Start it with [`PrefetchService::start`]; stop it with
@@ -221,6 +390,7 @@ pub struct PrefetchService {
     stop: Arc<AtomicBool>,
     poller: Option<JoinHandle<()>>,
     stats: Arc<ServiceStats>,
+    trace: Option<Arc<Trace>>,
 }
 
 impl std::fmt::Debug for PrefetchService {
@@ -241,17 +411,25 @@ impl PrefetchService {
             reason: "PrefetchService::start needs a GPU ring; use start_on_host for host rings",
         })?;
         let mut executors = Vec::new();
-        for _ in 0..config.threads.max(1) {
+        let mut trace = None;
+        for worker in 0..config.threads.max(1) {
             let stream = gpu.context().new_stream().map_err(|source| Error::Driver {
                 call: "cuStreamCreate",
                 source,
             })?;
+            if worker == 0 {
+                trace = Trace::new(&gpu, &stream);
+            }
             executors.push(CudaExecutor {
                 gpu: gpu.clone(),
                 stream,
+                worker,
+                trace: trace.clone(),
             });
         }
-        Self::spawn(ring, config, executors, Some(gpu))
+        let mut service = Self::spawn(ring, config, executors, Some(gpu), trace.clone())?;
+        service.trace = trace;
+        Ok(service)
     }
 
     /// Starts the service on a host ring ([`RequestRing::in_host_memory`]): requests are
@@ -265,7 +443,7 @@ impl PrefetchService {
         let executors = (0..config.threads.max(1))
             .map(|_| HostExecutor { delay })
             .collect();
-        Self::spawn(ring, config, executors, None)
+        Self::spawn(ring, config, executors, None, None)
     }
 
     fn spawn<E: Executor>(
@@ -273,20 +451,22 @@ impl PrefetchService {
         config: ServiceConfig,
         executors: Vec<E>,
         gpu: Option<Gpu>,
+        trace: Option<Arc<Trace>>,
     ) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ServiceStats::default());
+        let queue = Arc::new(WorkQueue::default());
         let mut workers = Vec::new();
         for (i, mut exec) in executors.into_iter().enumerate() {
-            let (tx, rx) = mpsc::channel::<Group>();
-            let (ring, stats, gpu) = (ring.clone(), stats.clone(), gpu.clone());
+            let (ring, stats, gpu, queue) =
+                (ring.clone(), stats.clone(), gpu.clone(), queue.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("lookahead-uvm-worker-{i}"))
                 .spawn(move || {
                     if let Some(gpu) = &gpu {
                         let _ = gpu.bind_to_thread();
                     }
-                    for group in rx {
+                    while let Some(group) = queue.pop() {
                         let ok = exec.run(&ring, &group, &config);
                         let n = group.requests.len() as u64;
                         stats.completed.fetch_add(n, Ordering::AcqRel);
@@ -297,20 +477,18 @@ impl PrefetchService {
                     exec.finish();
                 })
                 .map_err(spawn_error)?;
-            workers.push(Worker {
-                tx: Some(tx),
-                handle: Some(handle),
-            });
+            workers.push(handle);
         }
         let (stop2, stats2) = (stop.clone(), stats.clone());
         let poller = std::thread::Builder::new()
             .name("lookahead-uvm-poller".into())
-            .spawn(move || poll_loop(ring, config, workers, stop2, stats2))
+            .spawn(move || poll_loop(ring, config, queue, workers, stop2, stats2, trace))
             .map_err(spawn_error)?;
         Ok(PrefetchService {
             stop,
             poller: Some(poller),
             stats,
+            trace: None,
         })
     }
 
@@ -331,6 +509,9 @@ impl PrefetchService {
         if let Some(p) = self.poller.take() {
             let _ = p.join();
         }
+        if let Some(t) = self.trace.take() {
+            t.print();
+        }
     }
 }
 
@@ -350,11 +531,13 @@ fn spawn_error(_: std::io::Error) -> Error {
 fn poll_loop(
     ring: Arc<RequestRing>,
     config: ServiceConfig,
-    mut workers: Vec<Worker>,
+    queue: Arc<WorkQueue>,
+    workers: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     stats: Arc<ServiceStats>,
+    trace: Option<Arc<Trace>>,
 ) {
-    let mut next_worker = 0usize;
+    let mut last_request = std::time::Instant::now();
     loop {
         // Read the stop flag before draining, so requests published before `stop()` are
         // always handed out by the final pass.
@@ -364,8 +547,20 @@ fn poll_loop(
             if stopping {
                 break;
             }
-            std::thread::sleep(config.poll_interval);
+            if last_request.elapsed() < config.spin {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(config.poll_interval);
+            }
             continue;
+        }
+        last_request = std::time::Instant::now();
+        if let Some(t) = &trace {
+            let now = t.now_us();
+            t.drains
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((now, requests.len()));
         }
         stats
             .requests
@@ -374,20 +569,12 @@ fn poll_loop(
             requests.iter().map(|r| r.bytes).sum::<u64>(),
             Ordering::AcqRel,
         );
-        for g in group(&requests) {
-            if let Some(tx) = &workers[next_worker].tx {
-                let _ = tx.send(g);
-            }
-            next_worker = (next_worker + 1) % workers.len();
-        }
+        let total = requests.iter().map(|r| r.bytes).sum::<u64>();
+        queue.push(group(&requests, batch_bytes(total, &config)));
     }
-    for w in &mut workers {
-        w.tx.take();
-    }
-    for w in &mut workers {
-        if let Some(h) = w.handle.take() {
-            let _ = h.join();
-        }
+    queue.close();
+    for w in workers {
+        let _ = w.join();
     }
 }
 
@@ -406,13 +593,16 @@ mod tests {
 
     #[test]
     fn groups_adjacent_requests_in_arrival_order() {
-        let g = group(&[
-            req(0, 0, 100),
-            req(1, 100, 50),
-            req(2, 120, 10), // overlaps the group
-            req(3, 1000, 10),
-            req(4, 0, 10), // before the previous group: new group
-        ]);
+        let g = group(
+            &[
+                req(0, 0, 100),
+                req(1, 100, 50),
+                req(2, 120, 10), // overlaps the group
+                req(3, 1000, 10),
+                req(4, 0, 10), // before the previous group: new group
+            ],
+            u64::MAX,
+        );
         assert_eq!(g.len(), 3);
         assert_eq!(g[0].range, ByteRange { start: 0, len: 150 });
         assert_eq!(g[0].requests.len(), 3);
@@ -428,8 +618,47 @@ mod tests {
 
     #[test]
     fn zero_byte_requests_stay_alone() {
-        let g = group(&[req(0, 0, 0), req(1, 0, 8), req(2, 8, 0)]);
+        let g = group(&[req(0, 0, 0), req(1, 0, 8), req(2, 8, 0)], u64::MAX);
         assert_eq!(g.len(), 3);
+    }
+
+    #[test]
+    fn groups_stop_at_the_batch_size_between_requests() {
+        // Ten adjacent 3-byte requests in batches of at most 7 bytes: pairs of requests.
+        let rs: Vec<Request> = (0..10).map(|i| req(i, i as u64 * 3, 3)).collect();
+        let g = group(&rs, 7);
+        assert_eq!(g.len(), 5);
+        for (k, grp) in g.iter().enumerate() {
+            assert_eq!(
+                grp.range,
+                ByteRange {
+                    start: 6 * k as u64,
+                    len: 6
+                }
+            );
+            assert_eq!(grp.requests.len(), 2);
+        }
+        // A request larger than the batch is a group of its own, never split here.
+        let g = group(&[req(0, 0, 4), req(1, 4, 100), req(2, 104, 4)], 7);
+        assert_eq!(
+            g.iter().map(|g| g.requests.len()).collect::<Vec<_>>(),
+            [1, 1, 1]
+        );
+    }
+
+    #[test]
+    fn batches_keep_every_worker_busy_within_bounds() {
+        let c = ServiceConfig {
+            threads: 16,
+            piece_bytes: 32 << 20,
+            min_batch_bytes: 2 << 20,
+            ..ServiceConfig::default()
+        };
+        // The default measured best on the H100 (results/ivf_bench.md's service settings).
+        assert_eq!(ServiceConfig::default().min_batch_bytes, 8 << 20);
+        assert_eq!(batch_bytes(4 << 30, &c), 32 << 20); // capped
+        assert_eq!(batch_bytes(256 << 20, &c), 8 << 20); // 32 batches for 16 workers
+        assert_eq!(batch_bytes(1 << 20, &c), 2 << 20); // floor
     }
 
     #[test]

@@ -107,7 +107,8 @@ fn gpu_driven_requests_arrive_and_never_change_results() {
     assert_eq!(sums, want);
     let arrived = ready.iter().filter(|&&r| r == 1).count();
     println!("served: {arrived}/{ranges} arrived by prefetch; {report:?}");
-    assert!(arrived > ranges / 2, "{ready:?}");
+    // The ring (256 slots) holds all 96 requests, so none may fall back or time out.
+    assert_eq!(arrived, ranges, "{ready:?}");
     assert_eq!(report.completed, report.requests);
     assert_eq!(report.failed, 0);
     drop(buf);

@@ -208,3 +208,120 @@ fn duplicates_generations_and_disabled_queues() {
     assert_eq!(ring.drain(100).len(), 2);
     assert!(ring.ready_value(4).is_err());
 }
+
+/// A producer that knows every range it will read claims them with one batch; what does
+/// not fit falls back at once, and the ring keeps wrapping batch after batch.
+#[test]
+fn batch_claims_take_what_fits_and_wrap_without_loss() {
+    let ring = Arc::new(RequestRing::in_host_memory(8, 64));
+    let q = ring.queue(Duration::from_secs(5));
+    // 12 wanted, 8 slots: 8 granted, 4 fall back.
+    let (first, granted) = q.claim(12);
+    assert_eq!((first, granted), (0, 8));
+    for k in 0..granted {
+        // Publish out of order: the host still consumes in slot order.
+        let k = granted - 1 - k;
+        // SAFETY: slot `first + k` was claimed above and is published once.
+        unsafe { q.publish(first + k, k, (0x1000 * (k as usize + 1)) as *const u8, 64) };
+    }
+    for flag in granted..12 {
+        q.fall_back(flag);
+        assert_eq!(q.wait_ready(flag), Readiness::GoAhead);
+    }
+    assert_eq!(q.claim(1), (8, 0), "full: nothing granted");
+    let drained = ring.drain(100);
+    assert_eq!(
+        drained.iter().map(|r| r.flag).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    // Consumed slots are free again: the next batches wrap around the ring.
+    let service = PrefetchService::start_on_host(ring.clone(), config(2), Duration::ZERO).unwrap();
+    let mut next_flag = 12u32;
+    while next_flag < 64 {
+        let want = (64 - next_flag).min(5);
+        let (first, granted) = q.claim(want);
+        for k in 0..granted {
+            // SAFETY: claimed just above, published once.
+            unsafe {
+                q.publish(
+                    first + k,
+                    next_flag + k,
+                    (next_flag as usize * 64) as *const u8,
+                    64,
+                )
+            };
+        }
+        for k in 0..granted {
+            assert_eq!(q.wait_ready(next_flag + k), Readiness::Arrived);
+        }
+        next_flag += granted;
+    }
+    let report = service.stop();
+    assert_eq!(
+        report.requests,
+        64 - 12,
+        "every published request reached the host"
+    );
+}
+
+/// Ranges that arrived in an earlier launch count as resident until the host says
+/// otherwise; then the next launch asks again.
+#[test]
+fn residency_is_remembered_until_forgotten() {
+    let ring = Arc::new(RequestRing::in_host_memory(16, 4));
+    let service = PrefetchService::start_on_host(ring.clone(), config(1), Duration::ZERO).unwrap();
+    let first = ring.queue(Duration::from_secs(5));
+    assert!(!first.arrived_earlier(1), "nothing has arrived yet");
+    assert_eq!(first.request(1, 0x1000 as *const u8, 64), Requested::Queued);
+    assert_eq!(first.wait_ready(1), Readiness::Arrived);
+    assert!(
+        !first.arrived_earlier(1),
+        "not earlier: this launch's own request"
+    );
+    let second = ring.queue(Duration::from_secs(5));
+    assert!(second.arrived_earlier(1));
+    assert!(!second.arrived_earlier(2), "never requested");
+    second.mark_arrived(1);
+    assert_eq!(second.wait_ready(1), Readiness::Arrived);
+    assert_eq!(
+        second.request(1, 0x1000 as *const u8, 64),
+        Requested::AlreadyRequested,
+        "marked flags are not asked for again in the same launch"
+    );
+    ring.forget_resident();
+    let third = ring.queue(Duration::from_secs(5));
+    assert!(!third.arrived_earlier(1), "forgotten");
+    // A flag that fell back never counts as resident.
+    third.fall_back(3);
+    assert!(!ring.queue(Duration::ZERO).arrived_earlier(3));
+    assert_eq!(service.stop().requests, 1);
+}
+
+/// A ring far larger than all requests together can never be full, so no request may fall
+/// back, however producers and the consumer interleave. (Reading the head before the tail
+/// once let a fast consumer overtake a stale head and made `head - tail` wrap to "full".)
+#[test]
+fn a_ring_that_cannot_fill_never_falls_back() {
+    for round in 0..20 {
+        let ring = Arc::new(RequestRing::in_host_memory(8192, 16 * 400));
+        let service =
+            PrefetchService::start_on_host(ring.clone(), config(4), Duration::ZERO).unwrap();
+        let q = ring.queue(Duration::from_secs(5));
+        let producers: Vec<_> = (0..16u32)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    (0..400u32)
+                        .filter(|i| {
+                            let flag = t * 400 + i;
+                            q.request(flag, (flag as usize * 64) as *const u8, 64)
+                                != Requested::Queued
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        let refused: usize = producers.into_iter().map(|p| p.join().unwrap()).sum();
+        service.stop();
+        assert_eq!(refused, 0, "round {round}: {refused} requests fell back");
+    }
+}

@@ -24,8 +24,19 @@ pub fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
     hits
 }
 
-/// The `n` nearest of `centroids` (`dim` floats each) to `v`, nearest first.
+/// The `n` nearest of `centroids` (`dim` floats each) to `v`, nearest first (ties by
+/// index).
 pub fn nearest(centroids: &[f32], dim: usize, v: &[f32], n: usize) -> Vec<u32> {
+    if n == 1 {
+        let mut best = (f32::INFINITY, u32::MAX);
+        for (c, m) in centroids.chunks(dim).enumerate() {
+            let d = l2(v, m);
+            if d < best.0 {
+                best = (d, c as u32);
+            }
+        }
+        return vec![best.1];
+    }
     let hits = centroids
         .chunks(dim)
         .enumerate()
@@ -34,8 +45,30 @@ pub fn nearest(centroids: &[f32], dim: usize, v: &[f32], n: usize) -> Vec<u32> {
     top_k(hits, n).into_iter().map(|h| h.1).collect()
 }
 
-/// Lloyd's k-means on `sample`: `k` centroids, `iters` iterations, seeded initial picks.
+/// Lloyd's k-means on `sample`: `k` centroids, `iters` iterations, seeded initial picks,
+/// with the assignment step on the CPU. See [`kmeans_with`].
 pub fn kmeans(sample: &Vectors, k: usize, iters: usize, seed: u64) -> Vec<f32> {
+    match kmeans_with(sample, k, iters, seed, |c, v| {
+        Ok::<_, std::convert::Infallible>(assign(c, v))
+    }) {
+        Ok(c) => c,
+        Err(never) => match never {},
+    }
+}
+
+/// Lloyd's k-means on `sample`: `k` centroids from seeded random picks, `iters` rounds of
+/// assignment (`assign(centroids, sample)`, so a caller can run it on a GPU; its error
+/// ends the training) and update.
+/// A centroid left with no points is moved next to the centroid of the largest cluster
+/// (split in two by a small opposite nudge, as FAISS does), so no list stays empty while
+/// another holds several clusters.
+pub fn kmeans_with<E>(
+    sample: &Vectors,
+    k: usize,
+    iters: usize,
+    seed: u64,
+    mut assign: impl FnMut(&[f32], &Vectors) -> Result<Vec<u32>, E>,
+) -> Result<Vec<f32>, E> {
     let dim = sample.dim;
     let n = sample.len();
     assert!(
@@ -53,13 +86,10 @@ pub fn kmeans(sample: &Vectors, k: usize, iters: usize, seed: u64) -> Vec<f32> {
         .flat_map(|&i| sample.row(i).to_vec())
         .collect();
     for _ in 0..iters {
-        let assign: Vec<u32> = (0..n)
-            .into_par_iter()
-            .map(|i| nearest(&centroids, dim, sample.row(i), 1)[0])
-            .collect();
+        let labels = assign(&centroids, sample)?;
         let mut sums = vec![0.0f64; k * dim];
         let mut counts = vec![0usize; k];
-        for (i, &c) in assign.iter().enumerate() {
+        for (i, &c) in labels.iter().enumerate() {
             counts[c as usize] += 1;
             for (s, x) in sums[c as usize * dim..][..dim]
                 .iter_mut()
@@ -73,10 +103,26 @@ pub fn kmeans(sample: &Vectors, k: usize, iters: usize, seed: u64) -> Vec<f32> {
                 for d in 0..dim {
                     centroids[c * dim + d] = (sums[c * dim + d] / counts[c] as f64) as f32;
                 }
-            } // an empty cluster keeps its centroid
+            }
+        }
+        for c in 0..k {
+            if counts[c] == 0 {
+                let big = (0..k).max_by_key(|&j| counts[j]).unwrap_or(0);
+                if counts[big] < 2 {
+                    break;
+                }
+                for d in 0..dim {
+                    let v = centroids[big * dim + d];
+                    let nudge = if d % 2 == 0 { 1.0 + 1e-3 } else { 1.0 - 1e-3 };
+                    centroids[c * dim + d] = v * nudge;
+                    centroids[big * dim + d] = v / nudge;
+                }
+                counts[c] = counts[big] / 2;
+                counts[big] -= counts[c];
+            }
         }
     }
-    centroids
+    Ok(centroids)
 }
 
 /// The list of each vector: its nearest centroid.

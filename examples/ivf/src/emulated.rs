@@ -1,10 +1,10 @@
-//! The IVF search pipeline of [`crate::gpu`] (coarse, plan, compact, scan, merge), run on
-//! the CPU emulator with host memory: the same kernels through the same typed launchers, so
-//! CI checks the kernels' logic against [`crate::cpu`] without a GPU.
+//! The IVF search pipeline of [`crate::gpu`] (coarse, plan, scan, merge), run on the CPU
+//! emulator with host memory: the same kernels through the same typed launchers, so CI
+//! checks the kernels' logic against [`crate::cpu`] without a GPU.
 
 use std::time::Instant;
 
-use ivf_kernels::{HINT_L2, HINT_NONE, K, MAX_NPROBE, SCAN_THREADS};
+use ivf_kernels::{HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS};
 use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
 use lookahead::Result;
@@ -22,6 +22,12 @@ pub struct EmulatedSearch {
     pub ids: Vec<u32>,
     /// Lists probed by at least one query.
     pub probed_lists: usize,
+    /// The probed lists, in list order.
+    pub probed: Vec<u32>,
+    /// The lists the plan asked the queue for (empty with a disabled queue).
+    pub wanted: Vec<u32>,
+    /// Work items (pair, chunk) the scan ran.
+    pub items: usize,
     /// Floats the scan compared: for each (query, probed list) pair, the list's length
     /// times the dimension.
     pub scanned_floats: u64,
@@ -29,95 +35,131 @@ pub struct EmulatedSearch {
     pub scan_seconds: f64,
 }
 
-/// Searches `queries` over the list-major vectors `lists` of `layout` with `nprobe` probes,
-/// every kernel running on `emu`. `hints` makes the scan issue its in-kernel L2 prefetches
-/// (recorded in the emulator's prefetch trace when it is on).
+/// How an emulated search runs.
+#[derive(Debug, Clone, Copy)]
+pub struct EmulatedParams {
+    /// Lists probed per query.
+    pub nprobe: usize,
+    /// Vectors per scan work item.
+    pub chunk_rows: u32,
+    /// Whether the scan issues its in-kernel L2 prefetches (recorded in the emulator's
+    /// prefetch trace when it is on).
+    pub hints: bool,
+    /// Blocks of the scan kernel.
+    pub scan_blocks: u32,
+}
+
+impl Default for EmulatedParams {
+    fn default() -> Self {
+        EmulatedParams {
+            nprobe: 4,
+            chunk_rows: 64,
+            hints: false,
+            scan_blocks: 4,
+        }
+    }
+}
+
+/// Searches `queries` over the list-major vectors `lists` of `layout`, every kernel running
+/// on `emu`, asking `queue` for the probed lists (pass [`RequestQueue::disabled`] for none;
+/// a host ring from `lookahead_uvm::RequestRing::in_host_memory` exercises the protocol).
 pub fn search(
     emu: &Emulator,
     layout: &IvfLayout,
     lists: &[f32],
     queries: &Vectors,
-    nprobe: usize,
-    hints: bool,
+    params: EmulatedParams,
+    queue: RequestQueue,
 ) -> Result<EmulatedSearch> {
     let dim = layout.dim;
     let nq = queries.len();
     let nlist = layout.nlist();
-    let nprobe = nprobe.clamp(1, MAX_NPROBE.min(nlist));
+    let nprobe = params.nprobe.clamp(1, MAX_NPROBE.min(nlist));
+    let pairs = nq * nprobe;
+    let max_len = (0..nlist).map(|l| layout.list_len(l)).max().unwrap_or(0);
+    let items_cap = ivf_kernels::max_items(pairs, max_len, params.chunk_rows);
 
-    let mut probes = vec![u32::MAX; nq * nprobe];
+    // Outputs start poisoned, so a slot the kernels forget shows up.
+    let mut probes = vec![u32::MAX; pairs];
     ivf_kernels::coarse::launch(
         emu,
-        LaunchConfig::for_len(nq * 32, 128),
+        ivf_kernels::coarse_config(nq),
         &queries.data,
-        &layout.centroids,
+        &layout.centroids_transposed(),
         dim as u32,
+        nlist as u32,
         nprobe as u32,
         &mut probes,
     )?;
-    let max_per_list = nq as u32;
-    let mut counts = vec![0u32; nlist];
-    let mut pairs = vec![u32::MAX; nlist * nq];
+    let mut counts = vec![u32::MAX; nlist];
+    let mut slots = vec![u32::MAX; pairs];
+    let mut probed = vec![u32::MAX; nlist];
+    let mut wanted = vec![u32::MAX; nlist];
+    let mut list_item_off = vec![u32::MAX; nlist];
+    let mut pair_cand_off = vec![u32::MAX; pairs + 1];
+    let mut item_pair = vec![u32::MAX; items_cap];
+    let mut item_chunk = vec![u32::MAX; items_cap];
+    let mut totals = vec![0u32; 4];
     ivf_kernels::plan::launch(
         emu,
-        LaunchConfig::for_len(nq * nprobe, 256),
+        LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1)),
         &probes,
-        max_per_list,
+        &layout.offsets,
+        lists,
+        dim as u32,
+        params.chunk_rows,
+        queue,
         &mut counts,
-        &mut pairs,
-    )?;
-    let mut probed = vec![u32::MAX; nlist];
-    let mut m = vec![u32::MAX; 1];
-    ivf_kernels::compact::launch(
-        emu,
-        LaunchConfig::for_len(1, 32),
-        &counts,
+        &mut slots,
         &mut probed,
-        &mut m,
+        &mut wanted,
+        &mut list_item_off,
+        &mut pair_cand_off,
+        &mut item_pair,
+        &mut item_chunk,
+        &mut totals,
     )?;
-    let probed_lists = m[0] as usize;
+    let probed_lists = totals[0] as usize;
+    let items = totals[1] as usize;
     let scanned_floats = probed[..probed_lists]
         .iter()
         .map(|&l| counts[l as usize] as u64 * layout.list_len(l as usize) as u64 * dim as u64)
         .sum();
 
-    let pairs_total = nq * nprobe;
-    let mut cand_d = vec![f32::NAN; pairs_total * K];
-    let mut cand_i = vec![0u32; pairs_total * K];
+    let mut cand_d = vec![f32::NAN; items_cap * K];
+    let mut cand_i = vec![0u32; items_cap * K];
     let mut readiness = vec![0u32; nlist.max(1)];
-    // About four lists per block, so each block scans several lists in turn (and the
-    // hints, which prefetch a block's next list, have something to do).
-    let blocks = (probed_lists as u32).div_ceil(4).clamp(1, 64);
     let started = Instant::now();
     ivf_kernels::scan::launch(
         emu,
-        LaunchConfig::new((blocks, 1, 1), (SCAN_THREADS, 1, 1)),
+        LaunchConfig::new((params.scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1)),
         lists,
         &layout.offsets,
         &layout.ids,
         &queries.data,
-        &probed,
-        &m,
-        &counts,
-        &pairs,
+        &probes,
+        &item_pair,
+        &item_chunk,
+        &totals,
+        &pair_cand_off,
         dim as u32,
         nprobe as u32,
-        max_per_list,
-        1,
-        if hints { HINT_L2 } else { HINT_NONE },
-        RequestQueue::disabled(),
+        params.chunk_rows,
+        if params.hints { HINT_L2 } else { HINT_NONE },
+        queue,
         &mut readiness,
         &mut cand_d,
         &mut cand_i,
     )?;
     let scan_seconds = started.elapsed().as_secs_f64();
     let mut dist = vec![f32::NAN; nq * K];
-    let mut ids = vec![0u32; nq * K];
+    let mut ids = vec![0xFFFF_FFFEu32; nq * K];
     ivf_kernels::merge::launch(
         emu,
-        LaunchConfig::for_len(nq, 128),
+        LaunchConfig::for_len(nq * 32, SCAN_THREADS),
         &cand_d,
         &cand_i,
+        &pair_cand_off,
         nprobe as u32,
         &mut dist,
         &mut ids,
@@ -126,6 +168,9 @@ pub fn search(
         dist,
         ids,
         probed_lists,
+        wanted: wanted[..totals[2] as usize].to_vec(),
+        probed: probed[..probed_lists].to_vec(),
+        items,
         scanned_floats,
         scan_seconds,
     })

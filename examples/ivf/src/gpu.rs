@@ -4,8 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaSlice, CudaStream};
-use ivf_kernels::{HINT_L2, HINT_NONE, K, SCAN_THREADS};
+use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
+use ivf_kernels::{
+    coarse_config, DEFAULT_CHUNK_ROWS, HINT_L2, HINT_NONE, K, PLAN_THREADS, READY_ARRIVED,
+    READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+};
 use lookahead::launch::LaunchConfig;
 use lookahead::{
     Advice, ByteRange, Error, Gpu, Location, ManagedBuffer, PrefetchEngine, PrefetchOptions, Result,
@@ -25,6 +28,11 @@ fn driver<T>(
     r.map_err(|source| Error::Driver { call, source })
 }
 
+/// Bits written into every output word before a search; any left afterwards is a result
+/// the kernels failed to write.
+const POISON_ID: u32 = 0xFFFF_FFFE;
+const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
+
 /// An index whose list vectors are in managed memory (written by the CPU, so they start on
 /// the host) and whose small arrays are in device memory.
 pub struct GpuIndex {
@@ -34,8 +42,13 @@ pub struct GpuIndex {
     lists: ManagedBuffer<f32>,
     offsets: CudaSlice<u64>,
     ids: CudaSlice<u32>,
-    centroids: CudaSlice<f32>,
+    centroids_t: CudaSlice<f32>,
     remote_mapped: bool,
+    chunk_rows: u32,
+    max_list_len: usize,
+    /// Blocks of the scan that are resident on the GPU at once.
+    scan_capacity: u32,
+    buffers: Option<Buffers>,
 }
 
 /// One search's knobs.
@@ -45,11 +58,9 @@ pub struct SearchParams {
     pub nprobe: usize,
     /// The Unified Memory policy.
     pub policy: Policy,
-    /// How many lists ahead each scan block asks for (GPU-driven requests).
-    pub ahead: u32,
     /// For `Auto`: how many times the same lists will be searched.
     pub expected_passes: f64,
-    /// Most blocks of the scan kernel (0: two per multiprocessor).
+    /// Most blocks of the scan kernel (0: as many as are resident at once).
     pub max_blocks: u32,
 }
 
@@ -68,16 +79,25 @@ pub struct SearchOutcome {
     pub needed_bytes: u64,
     /// Wall time of the whole search, seconds (queries uploaded to results on the host).
     pub seconds: f64,
+    /// Probed lists the kernel asked the host for (not still resident from an earlier
+    /// request): GPU-driven requests only.
+    pub requested: usize,
     /// Probed lists whose data arrived by request before the scan read them, went ahead
-    /// on the fault path (request fell back or not waited for), or timed out waiting.
+    /// on the fault path (request fell back), or timed out waiting (GPU-driven requests).
     pub arrived: usize,
     /// See `arrived`.
     pub went_ahead: usize,
     /// See `arrived`.
     pub timed_out: usize,
-    /// Seconds from the coarse kernel's start to the scan's end, by CUDA events (the GPU
-    /// part of the search, host-side policy work in between included).
+    /// Seconds from the coarse kernel's start to the merge kernel's end, by CUDA events
+    /// (the GPU part of the search, host-side policy work in between included).
     pub gpu_seconds: f64,
+    /// Seconds of the scan kernel alone, by CUDA events (waits for data included).
+    pub scan_seconds: f64,
+    /// Work items (pair, chunk) the scan ran.
+    pub items: usize,
+    /// Per list: how many (query, probe) pairs scanned it (read after the timed part).
+    pub list_queries: Vec<u32>,
 }
 
 /// Long-lived machinery shared by searches: the request ring and its service, the
@@ -88,7 +108,7 @@ pub struct Machinery {
     engine: PrefetchEngine,
     /// The probe's measurements (for `Auto`).
     pub profile: MachineProfile,
-    /// How long a scan block waits for its list before reading through faults.
+    /// How long a scan warp waits for its list before reading through faults.
     pub wait: Duration,
 }
 
@@ -100,9 +120,21 @@ impl Machinery {
         profile: MachineProfile,
         service: ServiceConfig,
     ) -> Result<Self> {
+        Self::with_engine(gpu, nlist, profile, service, PrefetchOptions::default())
+    }
+
+    /// [`Machinery::new`] with the host prefetch engine's options (host-selected and
+    /// prefetch-all policies) given.
+    pub fn with_engine(
+        gpu: &Gpu,
+        nlist: usize,
+        profile: MachineProfile,
+        service: ServiceConfig,
+        engine: PrefetchOptions,
+    ) -> Result<Self> {
         let ring = Arc::new(RequestRing::new(gpu, (nlist as u32).max(64), nlist as u32)?);
         let service = Some(PrefetchService::start(ring.clone(), service)?);
-        let engine = PrefetchEngine::new(gpu, PrefetchOptions::default())?;
+        let engine = PrefetchEngine::new(gpu, engine)?;
         Ok(Machinery {
             ring,
             service,
@@ -116,6 +148,81 @@ impl Machinery {
     pub fn stop_service(&mut self) -> Option<lookahead_uvm::ServiceReport> {
         self.service.take().map(PrefetchService::stop)
     }
+
+    /// The request ring (for its residency bookkeeping).
+    pub fn ring(&self) -> &RequestRing {
+        &self.ring
+    }
+}
+
+/// Sizes a search's device buffers were allocated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Capacity {
+    queries: usize,
+    pairs: usize,
+    items: usize,
+}
+
+/// The device buffers of a search, kept between searches and grown when a search needs
+/// more (each search uses a prefix of each).
+struct Buffers {
+    cap: Capacity,
+    queries: CudaSlice<f32>,
+    probes: CudaSlice<u32>,
+    counts: CudaSlice<u32>,
+    slots: CudaSlice<u32>,
+    probed: CudaSlice<u32>,
+    wanted: CudaSlice<u32>,
+    list_item_off: CudaSlice<u32>,
+    pair_cand_off: CudaSlice<u32>,
+    item_pair: CudaSlice<u32>,
+    item_chunk: CudaSlice<u32>,
+    totals: CudaSlice<u32>,
+    readiness: CudaSlice<u32>,
+    cand_d: CudaSlice<f32>,
+    cand_i: CudaSlice<u32>,
+    out_d: CudaSlice<f32>,
+    out_i: CudaSlice<u32>,
+}
+
+/// Stream-ordered allocation of `n` elements that a kernel writes before anything reads
+/// them.
+fn scratch<T: cudarc::driver::DeviceRepr>(s: &Arc<CudaStream>, n: usize) -> Result<CudaSlice<T>> {
+    // SAFETY: every element a search reads is written first by a kernel of that search
+    // (outputs are poisoned before and checked after).
+    driver("cuMemAllocAsync", unsafe { s.alloc::<T>(n.max(1)) })
+}
+
+impl Buffers {
+    fn new(s: &Arc<CudaStream>, cap: Capacity, dim: usize, nlist: usize) -> Result<Self> {
+        Ok(Buffers {
+            cap,
+            queries: scratch(s, cap.queries * dim)?,
+            probes: scratch(s, cap.pairs)?,
+            counts: scratch(s, nlist)?,
+            slots: scratch(s, cap.pairs)?,
+            probed: scratch(s, nlist)?,
+            wanted: scratch(s, nlist)?,
+            list_item_off: scratch(s, nlist)?,
+            pair_cand_off: scratch(s, cap.pairs + 1)?,
+            item_pair: scratch(s, cap.items)?,
+            item_chunk: scratch(s, cap.items)?,
+            totals: scratch(s, 4)?,
+            readiness: scratch(s, nlist)?,
+            cand_d: scratch(s, cap.items * K)?,
+            cand_i: scratch(s, cap.items * K)?,
+            out_d: scratch(s, cap.queries * K)?,
+            out_i: scratch(s, cap.queries * K)?,
+        })
+    }
+}
+
+/// Fills the first `words` 32-bit words at `ptr` with `value` on `stream`.
+fn fill32(ptr: u64, words: usize, value: u32, s: &CudaStream) -> Result<()> {
+    // SAFETY: the caller's buffer holds `words` words at `ptr`; ordered on `s`.
+    driver("cuMemsetD32Async", unsafe {
+        sys::cuMemsetD32Async(ptr, value, words, s.cu_stream()).result()
+    })
 }
 
 impl GpuIndex {
@@ -126,7 +233,28 @@ impl GpuIndex {
         layout.scatter(data, &mut lists.as_mut_slice()?[..data.data.len()]);
         let offsets = driver("cuMemcpyHtoD", stream.clone_htod(&layout.offsets))?;
         let ids = driver("cuMemcpyHtoD", stream.clone_htod(&layout.ids))?;
-        let centroids = driver("cuMemcpyHtoD", stream.clone_htod(&layout.centroids))?;
+        let centroids_t = driver(
+            "cuMemcpyHtoD",
+            stream.clone_htod(&layout.centroids_transposed()),
+        )?;
+        let max_list_len = (0..layout.nlist())
+            .map(|l| layout.list_len(l))
+            .max()
+            .unwrap_or(0);
+        driver("cuStreamSynchronize", stream.synchronize())?;
+        // The scan is a persistent kernel: exactly the blocks that are resident at once.
+        // More would leave blocks waiting to be dispatched, and while a kernel's dispatch is
+        // incomplete, work that the hardware queues behind it (streams share a few hardware
+        // queues) cannot start: the prefetch service's flag writes among it, which the
+        // resident blocks are waiting for.
+        let per_sm = lookahead::launch::module_for(gpu.context(), ivf_kernels::PTX)?
+            .function("scan")?
+            .occupancy_max_active_blocks_per_multiprocessor(SCAN_THREADS, 0, None)
+            .map_err(|source| Error::Driver {
+                call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                source,
+            })?;
+        let scan_capacity = per_sm.max(1) * gpu.capabilities()?.sm_count.max(1);
         Ok(GpuIndex {
             gpu: gpu.clone(),
             stream,
@@ -134,8 +262,12 @@ impl GpuIndex {
             lists,
             offsets,
             ids,
-            centroids,
+            centroids_t,
             remote_mapped: false,
+            chunk_rows: DEFAULT_CHUNK_ROWS,
+            max_list_len,
+            scan_capacity,
+            buffers: None,
         })
     }
 
@@ -154,12 +286,15 @@ impl GpuIndex {
         &self.stream
     }
 
-    /// Moves every list page to the host (a cold start for the next search) and clears
-    /// any remote-mapping advice.
-    pub fn evict_to_host(&mut self) -> Result<()> {
+    /// Moves every list page to the host (a cold start for the next search), clears any
+    /// remote-mapping advice, and tells `mach`'s ring that nothing it brought over is
+    /// resident any more.
+    pub fn evict_to_host(&mut self, mach: &Machinery) -> Result<()> {
         self.set_remote(false)?;
         self.lists.prefetch(Location::Host, &self.stream)?;
-        driver("cuStreamSynchronize", self.stream.synchronize())
+        driver("cuStreamSynchronize", self.stream.synchronize())?;
+        mach.ring.forget_resident();
+        Ok(())
     }
 
     /// Moves every list page to the GPU (the everything-resident baseline).
@@ -187,102 +322,165 @@ impl GpuIndex {
         Ok(())
     }
 
+    /// What `Auto` is told before a search of `nq` queries with `nprobe` probes: the
+    /// expected number of distinct lists if probes fell uniformly, times the mean list size,
+    /// in the expected number of runs of adjacent lists (a run is one range to move).
+    pub fn expected_pattern(&self, nq: usize, nprobe: usize, passes: f64) -> AccessPattern {
+        let nlist = self.layout.nlist().max(1) as f64;
+        let draws = (nq * nprobe) as f64;
+        let fraction = 1.0 - (1.0 - 1.0 / nlist).powf(draws);
+        let total = self.index_bytes();
+        AccessPattern {
+            total_bytes: total,
+            needed_bytes: (fraction * total as f64) as u64,
+            ranges: (nlist * fraction * (1.0 - fraction)).ceil().max(1.0) as u64,
+            expected_passes: passes,
+        }
+    }
+
+    /// The search buffers, grown (by half again, so a few sizes settle) when `need` does
+    /// not fit.
+    fn buffers(&mut self, need: Capacity) -> Result<&mut Buffers> {
+        let fits = self.buffers.as_ref().is_some_and(|b| {
+            b.cap.queries >= need.queries && b.cap.pairs >= need.pairs && b.cap.items >= need.items
+        });
+        if !fits {
+            let old = self.buffers.take().map(|b| b.cap);
+            let grow = |n: usize, o: Option<usize>| n.max(o.map_or(0, |o| o + o / 2));
+            let cap = Capacity {
+                queries: grow(need.queries, old.map(|c| c.queries)),
+                pairs: grow(need.pairs, old.map(|c| c.pairs)),
+                items: grow(need.items, old.map(|c| c.items)),
+            };
+            self.buffers = Some(Buffers::new(
+                &self.stream,
+                cap,
+                self.layout.dim,
+                self.layout.nlist(),
+            )?);
+        }
+        Ok(self.buffers.as_mut().expect("allocated above"))
+    }
+
     /// Searches `queries` for their `K` nearest neighbours.
+    ///
+    /// Every kernel takes its buffers as [`lookahead::untracked`] arguments on the index's
+    /// one stream: the scan may wait for flags other streams write, so nothing (not even
+    /// cudarc's use-tracking events) may be queued behind it, and the others are ordered by
+    /// the stream alone.
     pub fn search(
         &mut self,
         queries: &Vectors,
         params: SearchParams,
         mach: &mut Machinery,
     ) -> Result<SearchOutcome> {
+        use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
         let dim = self.layout.dim;
+        if queries.dim != dim {
+            return Err(Error::InvalidRange {
+                start: queries.dim as u64,
+                len: 0,
+                limit: dim as u64,
+                reason: "queries have a different dimension than the index",
+            });
+        }
         let nq = queries.len();
-        let nprobe = params
-            .nprobe
-            .clamp(1, ivf_kernels::MAX_NPROBE.min(self.layout.nlist()));
         let nlist = self.layout.nlist();
+        let nprobe = params.nprobe.clamp(1, ivf_kernels::MAX_NPROBE.min(nlist));
+        let pairs = nq * nprobe;
         let stream = self.stream.clone();
         let s = &stream;
+        let new_event = || {
+            driver(
+                "cuEventCreate",
+                self.gpu
+                    .context()
+                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)),
+            )
+        };
+        let events: Vec<CudaEvent> = (0..4).map(|_| new_event()).collect::<Result<_>>()?;
+        let need = Capacity {
+            queries: nq,
+            pairs,
+            items: ivf_kernels::max_items(pairs, self.max_list_len, self.chunk_rows),
+        };
+        self.buffers(need)?;
         driver("cuStreamSynchronize", s.synchronize())?;
         let started = Instant::now();
 
-        let dq = driver("cuMemcpyHtoD", s.clone_htod(&queries.data))?;
-        let ev_start = driver(
-            "cuEventCreate",
-            self.gpu
-                .context()
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
-        )?;
-        let ev_end = driver(
-            "cuEventCreate",
-            self.gpu
-                .context()
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
-        )?;
-        driver("cuEventRecord", ev_start.record(s))?;
-        let mut probes = driver("cuMemAlloc", s.alloc_zeros::<u32>(nq * nprobe))?;
-        ivf_kernels::coarse::launch(
-            s,
-            LaunchConfig::for_len(nq * 32, 128),
-            &dq,
-            &self.centroids,
-            dim as u32,
-            nprobe as u32,
-            &mut probes,
-        )?;
-        let max_per_list = nq as u32;
-        let mut counts = driver("cuMemAlloc", s.alloc_zeros::<u32>(nlist))?;
-        let mut pairs = driver("cuMemAlloc", s.alloc_zeros::<u32>(nlist * nq))?;
-        ivf_kernels::plan::launch(
-            s,
-            LaunchConfig::for_len(nq * nprobe, 256),
-            &probes,
-            max_per_list,
-            &mut counts,
-            &mut pairs,
-        )?;
-        let mut probed = driver("cuMemAlloc", s.alloc_zeros::<u32>(nlist))?;
-        let mut m = driver("cuMemAlloc", s.alloc_zeros::<u32>(1))?;
-        ivf_kernels::compact::launch(
-            s,
-            LaunchConfig::for_len(1, 32),
-            &counts,
-            &mut probed,
-            &mut m,
-        )?;
-
-        // The probed lists, back on the host: a round trip every policy but the GPU-driven
-        // ones pays (faults and hints need nothing, but the benchmark reports needed bytes).
-        let m_host = driver("cuMemcpyDtoH", s.clone_dtoh(&m))?[0] as usize;
-        let probed_host = driver("cuMemcpyDtoH", s.clone_dtoh(&probed))?;
-        let probed_lists = &probed_host[..m_host];
-        let needed_bytes = self.layout.bytes_of(probed_lists);
-
         let chosen = match params.policy {
             Policy::Auto => policy::choose(
-                &AccessPattern {
-                    total_bytes: self.index_bytes(),
-                    needed_bytes,
-                    ranges: m_host as u64,
-                    expected_passes: params.expected_passes,
-                },
+                &self.expected_pattern(nq, nprobe, params.expected_passes),
                 &mach.profile,
             ),
             p => p,
         };
         self.set_remote(chosen == Policy::RemoteMap)?;
         let me = Location::Device(self.gpu.ordinal());
-        let mut queue = RequestQueue::disabled();
-        let mut hints = HINT_NONE;
+        // Prefetch-all starts before the coarse step, so the two overlap.
+        let mut whole = match chosen {
+            Policy::PrefetchAll => Some(mach.engine.prefetch(&[self.lists.byte_range()], me)?),
+            _ => None,
+        };
+        let queue = match chosen {
+            Policy::GpuRequests => mach.ring.queue(mach.wait),
+            _ => RequestQueue::disabled(),
+        };
+        let hints = if chosen == Policy::KernelHints {
+            HINT_L2
+        } else {
+            HINT_NONE
+        };
+        let (chunk_rows, scan_blocks) = (self.chunk_rows, self.scan_capacity);
+        let b = self.buffers.as_mut().expect("allocated above");
+        {
+            let mut q = b.queries.slice_mut(..nq * dim);
+            driver("cuMemcpyHtoD", s.memcpy_htod(&queries.data, &mut q))?;
+        }
+        let out_d = UM::prefix(&mut b.out_d, nq * K, s)?;
+        let out_i = UM::prefix(&mut b.out_i, nq * K, s)?;
+        fill32(out_d.device_ptr(), nq * K, POISON_DIST, s)?;
+        fill32(out_i.device_ptr(), nq * K, POISON_ID, s)?;
+        let readiness = UM::prefix(&mut b.readiness, nlist, s)?;
+        fill32(readiness.device_ptr(), nlist, 0, s)?;
+        let (mut out_d, mut out_i, mut readiness) = (out_d, out_i, readiness);
+
+        driver("cuEventRecord", events[0].record(s))?;
+        ivf_kernels::coarse::launch(
+            s,
+            coarse_config(nq),
+            &U::prefix(&b.queries, nq * dim, s)?,
+            &U::new(&self.centroids_t, s),
+            dim as u32,
+            nlist as u32,
+            nprobe as u32,
+            &mut UM::prefix(&mut b.probes, pairs, s)?,
+        )?;
+        ivf_kernels::plan::launch(
+            s,
+            LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1)),
+            &U::prefix(&b.probes, pairs, s)?,
+            &U::new(&self.offsets, s),
+            &UntrackedManaged::new(&self.lists),
+            dim as u32,
+            chunk_rows,
+            queue,
+            &mut UM::new(&mut b.counts, s),
+            &mut UM::prefix(&mut b.slots, pairs, s)?,
+            &mut UM::new(&mut b.probed, s),
+            &mut UM::new(&mut b.wanted, s),
+            &mut UM::new(&mut b.list_item_off, s),
+            &mut UM::prefix(&mut b.pair_cand_off, pairs + 1, s)?,
+            &mut UM::prefix(&mut b.item_pair, need.items, s)?,
+            &mut UM::prefix(&mut b.item_chunk, need.items, s)?,
+            &mut UM::new(&mut b.totals, s),
+        )?;
         match chosen {
-            Policy::Faults | Policy::RemoteMap | Policy::Auto => {}
-            Policy::KernelHints => hints = HINT_L2,
-            Policy::PrefetchAll => {
-                mach.engine
-                    .prefetch(&[self.lists.byte_range()], me)?
-                    .wait()?;
-            }
             Policy::HostSelected => {
-                let ranges: Vec<ByteRange> = probed_lists
+                // The host learns the probed lists (one round trip), then prefetches them.
+                let totals = driver("cuMemcpyDtoH", s.clone_dtoh(&b.totals))?;
+                let probed = driver("cuMemcpyDtoH", s.clone_dtoh(&b.probed))?;
+                let ranges: Vec<ByteRange> = probed[..totals[0] as usize]
                     .iter()
                     .filter(|&&l| self.layout.list_bytes(l as usize) > 0)
                     .map(|&l| ByteRange {
@@ -292,77 +490,106 @@ impl GpuIndex {
                     })
                     .collect();
                 if !ranges.is_empty() {
-                    mach.engine.prefetch(&ranges, me)?.wait()?;
+                    mach.engine.prefetch(&ranges, me)?.wait_on(s)?;
                 }
             }
-            Policy::GpuRequests => queue = mach.ring.queue(mach.wait),
+            Policy::PrefetchAll => {
+                if let Some(t) = whole.as_mut() {
+                    t.wait_on(s)?;
+                }
+            }
+            _ => {}
         }
-
-        let pairs_total = nq * nprobe;
-        let mut cand_d = driver("cuMemAlloc", s.alloc_zeros::<f32>(pairs_total * K))?;
-        let mut cand_i = driver("cuMemAlloc", s.alloc_zeros::<u32>(pairs_total * K))?;
-        let sms = self.gpu.capabilities()?.sm_count.max(1);
-        let cap = if params.max_blocks == 0 {
-            sms * 2
+        driver("cuEventRecord", events[1].record(s))?;
+        let blocks = if params.max_blocks == 0 {
+            scan_blocks
         } else {
-            params.max_blocks
+            params.max_blocks.min(scan_blocks)
         };
-        let blocks = (m_host as u32).clamp(1, cap);
-        let mut readiness = driver("cuMemAlloc", s.alloc_zeros::<u32>(nlist.max(1)))?;
         ivf_kernels::scan::launch(
             s,
-            LaunchConfig::new((blocks, 1, 1), (SCAN_THREADS, 1, 1)),
-            self.lists.as_unified(),
-            &self.offsets,
-            &self.ids,
-            &dq,
-            &probed,
-            &m,
-            &counts,
-            &pairs,
+            LaunchConfig::new((blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1)),
+            &UntrackedManaged::new(&self.lists),
+            &U::new(&self.offsets, s),
+            &U::new(&self.ids, s),
+            &U::prefix(&b.queries, nq * dim, s)?,
+            &U::prefix(&b.probes, pairs, s)?,
+            &U::prefix(&b.item_pair, need.items, s)?,
+            &U::prefix(&b.item_chunk, need.items, s)?,
+            &U::new(&b.totals, s),
+            &U::prefix(&b.pair_cand_off, pairs + 1, s)?,
             dim as u32,
             nprobe as u32,
-            max_per_list,
-            params.ahead,
+            chunk_rows,
             hints,
             queue,
             &mut readiness,
-            &mut cand_d,
-            &mut cand_i,
+            &mut UM::prefix(&mut b.cand_d, need.items * K, s)?,
+            &mut UM::prefix(&mut b.cand_i, need.items * K, s)?,
         )?;
-        driver("cuEventRecord", ev_end.record(s))?;
-        let mut out_d = driver("cuMemAlloc", s.alloc_zeros::<f32>(nq * K))?;
-        let mut out_i = driver("cuMemAlloc", s.alloc_zeros::<u32>(nq * K))?;
+        // Nothing is queued behind the scan until it is done (see above).
+        driver("cuStreamSynchronize", s.synchronize())?;
+        driver("cuEventRecord", events[2].record(s))?;
         ivf_kernels::merge::launch(
             s,
-            LaunchConfig::for_len(nq, 128),
-            &cand_d,
-            &cand_i,
+            LaunchConfig::for_len(nq * 32, SCAN_THREADS),
+            &U::prefix(&b.cand_d, need.items * K, s)?,
+            &U::prefix(&b.cand_i, need.items * K, s)?,
+            &U::prefix(&b.pair_cand_off, pairs + 1, s)?,
             nprobe as u32,
             &mut out_d,
             &mut out_i,
         )?;
-        // Wait with cuStreamSynchronize before copying back: a copy into pageable host
-        // memory issued while the scan runs can hold up the prefetch service's driver calls
-        // (and with them the ready flags the scan is waiting for).
-        driver("cuStreamSynchronize", s.synchronize())?;
-        let dist = driver("cuMemcpyDtoH", s.clone_dtoh(&out_d))?;
-        let ids = driver("cuMemcpyDtoH", s.clone_dtoh(&out_i))?;
+        driver("cuEventRecord", events[3].record(s))?;
+        let mut dist = vec![0.0f32; nq * K];
+        let mut ids = vec![0u32; nq * K];
+        driver(
+            "cuMemcpyDtoH",
+            s.memcpy_dtoh(&b.out_d.slice(..nq * K), &mut dist),
+        )?;
+        driver(
+            "cuMemcpyDtoH",
+            s.memcpy_dtoh(&b.out_i.slice(..nq * K), &mut ids),
+        )?;
         driver("cuStreamSynchronize", s.synchronize())?;
         let seconds = started.elapsed().as_secs_f64();
-        let ready = driver("cuMemcpyDtoH", s.clone_dtoh(&readiness))?;
-        let count = |v| ready[..m_host].iter().filter(|&&r| r == v).count();
-        let gpu_seconds = driver("cuEventElapsedTime", ev_start.elapsed_ms(&ev_end))? as f64 / 1e3;
+        drop(whole);
+
+        // Bookkeeping, outside the timed part.
+        if let Some(q) = ids.iter().position(|&i| i == POISON_ID) {
+            return Err(Error::UnwrittenOutput {
+                kernel: "merge",
+                what: format!("neighbour {} of query {}", q % K, q / K),
+            });
+        }
+        let totals = driver("cuMemcpyDtoH", s.clone_dtoh(&b.totals))?;
+        let m = totals[0] as usize;
+        let probed = driver("cuMemcpyDtoH", s.clone_dtoh(&b.probed))?;
+        let probed_lists = &probed[..m.min(probed.len())];
+        let ready = driver("cuMemcpyDtoH", s.clone_dtoh(&b.readiness))?;
+        let count = |v| {
+            probed_lists
+                .iter()
+                .filter(|&&l| ready[l as usize] == v)
+                .count()
+        };
+        let elapsed = |a: usize, b: usize| -> Result<f64> {
+            Ok(driver("cuEventElapsedTime", events[a].elapsed_ms(&events[b]))? as f64 / 1e3)
+        };
         Ok(SearchOutcome {
-            arrived: count(1),
-            went_ahead: count(2),
-            timed_out: count(3),
-            gpu_seconds,
+            arrived: count(READY_ARRIVED),
+            went_ahead: count(READY_WENT_AHEAD),
+            timed_out: count(READY_TIMED_OUT),
+            requested: totals[2] as usize,
+            gpu_seconds: elapsed(0, 3)?,
+            scan_seconds: elapsed(1, 2)?,
+            items: totals[1] as usize,
+            list_queries: driver("cuMemcpyDtoH", s.clone_dtoh(&b.counts))?,
+            needed_bytes: self.layout.bytes_of(probed_lists),
+            probed_lists: m,
             dist,
             ids,
             policy: chosen,
-            probed_lists: m_host,
-            needed_bytes,
             seconds,
         })
     }
@@ -372,7 +599,11 @@ impl GpuIndex {
 /// kernel, a million vectors at a time.
 pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec<u32>> {
     let stream = driver("cuStreamCreate", gpu.context().new_stream())?;
-    let dc = driver("cuMemcpyHtoD", stream.clone_htod(centroids))?;
+    let nlist = centroids.len() / data.dim.max(1);
+    let dc = driver(
+        "cuMemcpyHtoD",
+        stream.clone_htod(&crate::index::transpose(centroids, data.dim)),
+    )?;
     let mut out = Vec::with_capacity(data.len());
     for chunk in data.data.chunks(data.dim * (1 << 20)) {
         let n = chunk.len() / data.dim;
@@ -380,10 +611,11 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
         let mut probes = driver("cuMemAlloc", stream.alloc_zeros::<u32>(n))?;
         ivf_kernels::coarse::launch(
             &stream,
-            LaunchConfig::for_len(n * 32, 128),
+            coarse_config(n),
             &dq,
             &dc,
             data.dim as u32,
+            nlist as u32,
             1,
             &mut probes,
         )?;

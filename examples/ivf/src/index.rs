@@ -76,6 +76,11 @@ impl IvfLayout {
             .for_each(|(dst, &id)| dst.copy_from_slice(data.row(id as usize)));
     }
 
+    /// The centroids transposed (`dim x nlist`), the layout the coarse kernel reads.
+    pub fn centroids_transposed(&self) -> Vec<f32> {
+        transpose(&self.centroids, self.dim)
+    }
+
     /// Total bytes of the lists in `lists` (each counted once).
     pub fn bytes_of(&self, lists: &[u32]) -> u64 {
         let mut seen = vec![false; self.nlist()];
@@ -85,4 +90,16 @@ impl IvfLayout {
             .map(|&l| self.list_bytes(l as usize))
             .sum()
     }
+}
+
+/// `rows` (row-major, `cols` floats per row) transposed to `cols x (rows.len() / cols)`.
+pub fn transpose(rows: &[f32], cols: usize) -> Vec<f32> {
+    let n = rows.len() / cols.max(1);
+    let mut out = vec![0.0; n * cols];
+    for (r, row) in rows.chunks(cols.max(1)).enumerate() {
+        for (c, &x) in row.iter().enumerate() {
+            out[c * n + r] = x;
+        }
+    }
+    out
 }

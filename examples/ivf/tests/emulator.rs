@@ -1,22 +1,29 @@
 //! The IVF kernels on the CPU emulator (no GPU): the whole search pipeline (coarse, plan,
-//! compact, scan with its shared-memory tiles and warp merges, merge) must return the CPU
-//! reference's neighbours, with and without the scan's in-kernel prefetch hints.
+//! scan with its register top-k and warp merges, merge) must return the CPU reference's
+//! neighbours, with and without the scan's in-kernel prefetch hints, and with the
+//! GPU-driven request path served by a host prefetch service.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use lookahead::emu::{Emulator, Instruction};
+use lookahead_device::requests::RequestQueue;
 use lookahead_ivf::cpu;
-use lookahead_ivf::data::Clusters;
-use lookahead_ivf::emulated;
+use lookahead_ivf::data::{Clusters, Vectors};
+use lookahead_ivf::emulated::{self, EmulatedParams, EmulatedSearch};
 use lookahead_ivf::index::IvfLayout;
+use lookahead_uvm::{PrefetchService, RequestRing, ServiceConfig};
 
-#[test]
-fn emulated_ivf_search_matches_the_cpu_reference() {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+struct Fixture {
+    layout: IvfLayout,
+    lists: Vec<f32>,
+    queries: Vectors,
+}
+
+fn fixture(seed: u64, dim: usize) -> Fixture {
     println!("seed {seed}");
     let spec = Clusters {
-        dim: 24,
+        dim,
         clusters: 24,
         spread: 4.0,
         sigma: 1.0,
@@ -24,45 +31,94 @@ fn emulated_ivf_search_matches_the_cpu_reference() {
     };
     let data = spec.points(3000, 0, None);
     let centroids = cpu::kmeans(&spec.points(1000, 1, None), 24, 8, seed);
-    let layout = IvfLayout::from_assignment(24, centroids.clone(), &cpu::assign(&centroids, &data));
+    let layout =
+        IvfLayout::from_assignment(dim, centroids.clone(), &cpu::assign(&centroids, &data));
     let mut lists = vec![0.0; data.data.len()];
     layout.scatter(&data, &mut lists);
     let queries = spec.points(40, 2, None);
-    let k = ivf_kernels::K;
+    Fixture {
+        layout,
+        lists,
+        queries,
+    }
+}
 
-    let emu = Emulator::new().prefetch_trace(true);
-    for hints in [false, true] {
-        let got = emulated::search(&emu, &layout, &lists, &queries, 4, hints).unwrap();
-        assert!(got.probed_lists > 0 && got.probed_lists <= 24);
-        for q in 0..queries.len() {
-            let want = cpu::search(&layout, &lists, queries.row(q), 4, k);
-            let ids = &got.ids[q * k..(q + 1) * k];
-            let dist = &got.dist[q * k..(q + 1) * k];
-            for j in 0..k {
-                // The kernel sums in four partial sums: distances agree to rounding, and ids
-                // agree except between candidates whose distances tie to rounding.
-                let (wd, wi) = want[j];
+fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// The search with no request queue: what every other way of running it must return.
+fn without_queue(emu: &Emulator, f: &Fixture, params: EmulatedParams) -> EmulatedSearch {
+    emulated::search(
+        emu,
+        &f.layout,
+        &f.lists,
+        &f.queries,
+        params,
+        RequestQueue::disabled(),
+    )
+    .unwrap()
+}
+
+/// Every query's `K` nearest match the CPU reference (distances to rounding: the kernel
+/// sums a distance in eight partial sums; ids except between candidates that tie to
+/// rounding).
+fn check_against_cpu(f: &Fixture, got: &EmulatedSearch, nprobe: usize, what: &str) {
+    let k = ivf_kernels::K;
+    for q in 0..f.queries.len() {
+        let want = cpu::search(&f.layout, &f.lists, f.queries.row(q), nprobe, k);
+        let ids = &got.ids[q * k..(q + 1) * k];
+        let dist = &got.dist[q * k..(q + 1) * k];
+        for j in 0..k {
+            let (wd, wi) = want[j];
+            assert!(
+                (dist[j] - wd).abs() <= 1e-4 * wd.max(1.0),
+                "query {q} rank {j}: {} vs {wd} ({what})",
+                dist[j]
+            );
+            if ids[j] != wi {
+                let theirs = want.iter().find(|h| h.1 == ids[j]).map(|h| h.0);
                 assert!(
-                    (dist[j] - wd).abs() <= 1e-4 * wd.max(1.0),
-                    "query {q} rank {j}: {} vs {wd} (hints {hints})",
-                    dist[j]
+                    theirs.is_some_and(|d| (d - wd).abs() <= 1e-4 * wd.max(1.0)),
+                    "query {q} rank {j}: id {} vs {wi} ({what})",
+                    ids[j]
                 );
-                if ids[j] != wi {
-                    let theirs = want.iter().find(|h| h.1 == ids[j]).map(|h| h.0);
-                    assert!(
-                        theirs.is_some_and(|d| (d - wd).abs() <= 1e-4 * wd.max(1.0)),
-                        "query {q} rank {j}: id {} vs {wi} (hints {hints})",
-                        ids[j]
-                    );
-                }
             }
         }
+    }
+}
+
+#[test]
+fn emulated_ivf_search_matches_the_cpu_reference() {
+    // An odd dimension exercises the lanes that hold no dimension of a vector.
+    let f = fixture(fresh_seed(), 21);
+    let emu = Emulator::new().prefetch_trace(true);
+    for hints in [false, true] {
+        let params = EmulatedParams {
+            hints,
+            ..EmulatedParams::default()
+        };
+        let got = emulated::search(
+            &emu,
+            &f.layout,
+            &f.lists,
+            &f.queries,
+            params,
+            RequestQueue::disabled(),
+        )
+        .unwrap();
+        assert!(got.probed_lists > 0 && got.probed_lists <= 24);
+        assert!(got.wanted.is_empty(), "a disabled queue asks for nothing");
+        check_against_cpu(&f, &got, params.nprobe, &format!("hints {hints}"));
         let trace = emu.take_prefetch_trace();
         if hints {
             assert!(!trace.is_empty(), "the L2 hints are issued");
             let (lo, hi) = (
-                lists.as_ptr() as usize,
-                lists.as_ptr() as usize + lists.len() * 4,
+                f.lists.as_ptr() as usize,
+                f.lists.as_ptr() as usize + f.lists.len() * 4,
             );
             assert!(trace
                 .iter()
@@ -71,4 +127,131 @@ fn emulated_ivf_search_matches_the_cpu_reference() {
             assert!(trace.is_empty(), "no hints, no prefetches");
         }
     }
+}
+
+#[test]
+fn chunk_sizes_and_grid_shapes_give_the_same_answer() {
+    let f = fixture(fresh_seed(), 16);
+    let emu = Emulator::new();
+    let base = emulated::search(
+        &emu,
+        &f.layout,
+        &f.lists,
+        &f.queries,
+        EmulatedParams::default(),
+        RequestQueue::disabled(),
+    )
+    .unwrap();
+    check_against_cpu(&f, &base, 4, "chunk 64");
+    for (chunk_rows, scan_blocks) in [(7, 1), (1000, 3), (33, 9)] {
+        let got = emulated::search(
+            &emu,
+            &f.layout,
+            &f.lists,
+            &f.queries,
+            EmulatedParams {
+                chunk_rows,
+                scan_blocks,
+                ..EmulatedParams::default()
+            },
+            RequestQueue::disabled(),
+        )
+        .unwrap();
+        assert_eq!(
+            got.ids, base.ids,
+            "chunk {chunk_rows}, {scan_blocks} blocks"
+        );
+        assert_eq!(got.probed, base.probed);
+    }
+}
+
+/// The GPU-driven path with the CPU playing the GPU: the plan kernel asks a host ring for
+/// every probed list, a host service marks them ready, the scan waits for them; the second
+/// search finds them still resident and asks for nothing; after `forget_resident` it asks
+/// again. Results never change.
+#[test]
+fn gpu_driven_requests_ask_for_exactly_the_probed_lists() {
+    let f = fixture(fresh_seed(), 16);
+    let emu = Emulator::new();
+    let nlist = f.layout.nlist() as u32;
+    let ring = Arc::new(RequestRing::in_host_memory(64, nlist));
+    let service = PrefetchService::start_on_host(
+        ring.clone(),
+        ServiceConfig {
+            threads: 2,
+            poll_interval: Duration::from_micros(50),
+            ..ServiceConfig::default()
+        },
+        Duration::ZERO,
+    )
+    .unwrap();
+    let params = EmulatedParams::default();
+    let plain = without_queue(&emu, &f, params);
+    let search = || {
+        emulated::search(
+            &emu,
+            &f.layout,
+            &f.lists,
+            &f.queries,
+            params,
+            ring.queue(Duration::from_secs(5)),
+        )
+        .unwrap()
+    };
+    let first = search();
+    assert_eq!(
+        first.wanted, first.probed,
+        "cold: every probed list is asked for"
+    );
+    assert_eq!(first.ids, plain.ids);
+    let second = search();
+    assert!(
+        second.wanted.is_empty(),
+        "warm: {:?} asked again",
+        second.wanted
+    );
+    assert_eq!(second.ids, plain.ids);
+    ring.forget_resident();
+    let third = search();
+    assert_eq!(
+        third.wanted, third.probed,
+        "after forget_resident everything is asked again"
+    );
+    assert_eq!(third.ids, plain.ids);
+    let report = service.stop();
+    assert_eq!(
+        report.requests as usize,
+        first.wanted.len() + third.wanted.len(),
+        "every request reached the service"
+    );
+    assert_eq!(report.failed, 0);
+}
+
+/// A ring of one slot: the plan claims what fits (one list) and marks the rest "go ahead";
+/// the scan waits for nothing it cannot get, and the answer is the same.
+#[test]
+fn a_ring_too_small_for_the_plan_falls_back_without_changing_results() {
+    let f = fixture(fresh_seed(), 16);
+    let emu = Emulator::new();
+    let ring = Arc::new(RequestRing::in_host_memory(1, f.layout.nlist() as u32));
+    // No service at all: the one queued request is never served, so its list's wait times
+    // out (a short bound), and every other list goes ahead at once.
+    let params = EmulatedParams::default();
+    let plain = without_queue(&emu, &f, params);
+    let got = emulated::search(
+        &emu,
+        &f.layout,
+        &f.lists,
+        &f.queries,
+        params,
+        ring.queue(Duration::from_millis(20)),
+    )
+    .unwrap();
+    assert_eq!(got.wanted, got.probed);
+    assert_eq!(got.ids, plain.ids);
+    assert_eq!(
+        ring.drain(100).len(),
+        1,
+        "exactly one request fit in the ring"
+    );
 }

@@ -100,7 +100,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut times = Vec::new();
         let mut floats = 0;
         for rep in 0..=args.reps {
-            let r = emulated::search(&emu, &layout, &lists, &queries, 4, false)?;
+            let params = emulated::EmulatedParams {
+                nprobe: 4,
+                chunk_rows: 256,
+                hints: false,
+                scan_blocks: 16,
+            };
+            let r = emulated::search(
+                &emu,
+                &layout,
+                &lists,
+                &queries,
+                params,
+                lookahead_device::requests::RequestQueue::disabled(),
+            )?;
             floats = r.scanned_floats;
             if rep > 0 {
                 times.push(r.scan_seconds);

@@ -13,6 +13,7 @@
 pub static PTX: &[(u32, &str)] = &[];
 
 use lookahead_device::prelude::*;
+use lookahead_device::requests::RequestQueue;
 use lookahead_device::{device_fn, kernel};
 
 /// Kernel names, as the PTX tests expect them on every architecture.
@@ -29,6 +30,11 @@ pub const KERNELS: &[&str] = &[
     "pf_chunks_l2",
     "pf_managed_bulk",
     "pf_device_fn",
+    "pf_auto",
+    "pf_auto__hinted",
+    "pf_of_loop_var",
+    "pf_queue_chunks",
+    "pf_queue_lists",
     "intr_indices",
     "intr_atomics",
     "intr_warp",
@@ -152,6 +158,64 @@ fn sum_ahead(xs: &[f32]) -> f32 {
 pub fn pf_device_fn(x: DeviceSlice<f32>, out: DeviceSliceMut<f32>) {
     let mut out = out;
     out[0] = sum_ahead(&x);
+}
+
+/// `level = auto`: two entries, `pf_auto` (the loop as written, no prefetch) and
+/// `pf_auto__hinted` (`prefetch.global.L2` four grid strides ahead); the launcher picks one
+/// by measurement on a GPU and runs the hinted body on the emulator.
+#[kernel(min_len(out = 1))]
+pub fn pf_auto(x: &[f32], out: &mut [f32]) {
+    let mut acc = 0.0;
+    #[prefetch_next(level = auto, distance = 4)]
+    for i in (global_index_x()..x.len()).step_by(grid_stride_x()) {
+        acc += x[i];
+    }
+    atomic_add(&mut out[0], acc);
+}
+
+/// A target that is an expression of the loop variable: iteration `i` prefetches the source
+/// element iteration `i + 4` gathers (`idx[i + 4 * stride]` is loaded for that).
+#[kernel(same_len(idx, out))]
+pub fn pf_of_loop_var(src: &[f32], idx: &[u32], out: &mut [f32]) {
+    #[prefetch_next(distance = 4, level = l2, of(src.at(idx[i] as usize)))]
+    for i in (global_index_x()..out.len()).step_by(grid_stride_x()) {
+        out[i] = src[idx[i] as usize];
+    }
+}
+
+/// Managed chunks through a request queue: before the loop, requests for chunks 0 and 1;
+/// iteration `c` requests chunk `c + 2`, then waits for chunk `c` (flag `c`).
+#[kernel(min_len(out = 1))]
+pub fn pf_queue_chunks(x: ManagedSlice<f32>, out: &mut [f32], queue: RequestQueue) {
+    let mut acc = 0.0;
+    #[prefetch_next(distance = 2, queue = queue)]
+    for c in x.chunks(256) {
+        acc += c[0];
+    }
+    if global_index_x() == 0 {
+        out[0] = acc;
+    }
+}
+
+/// Lists in managed memory, one per iteration of a grid-stride loop, named by an expression
+/// of the loop variable; `weights` is device memory and keeps its L2 hint. Two targets:
+/// list `l` is requested under flag `2 * l`.
+#[kernel(same_len(sums, weights))]
+pub fn pf_queue_lists(
+    lists: ManagedSlice<f32>,
+    offsets: &[u32],
+    weights: &[f32],
+    sums: &mut [f32],
+    queue: RequestQueue,
+) {
+    #[prefetch_next(distance = 1, queue = queue, of(lists.part(offsets[l] as usize..offsets[l + 1] as usize), weights))]
+    for l in (global_index_x()..sums.len()).step_by(grid_stride_x()) {
+        let mut acc = 0.0;
+        for v in &lists[offsets[l] as usize..offsets[l + 1] as usize] {
+            acc += *v;
+        }
+        sums[l] = acc * weights[l];
+    }
 }
 
 /// Bulk prefetch without `portable`: only built where the architecture has it.

@@ -4,20 +4,14 @@ use lookahead_device::kernel;
 use lookahead_device::prelude::*;
 use lookahead_device::requests::{Readiness, RequestQueue};
 
-use crate::{K, MAX_DIM, MAX_NPROBE, SCAN_WARPS, TILE_FLOATS};
+use crate::block::{exclusive_sum, SCRATCH_WORDS};
+use crate::topk::TopK;
+use crate::{
+    COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, DIMS_PER_LANE, HINT_L2, K, LANES_PER_ROW,
+    MAX_DIM, MAX_NPROBE, READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD,
+};
 
-/// Squared L2 distance of two `dim`-float rows.
-#[inline(always)]
-fn l2(a: &[f32], b: &[f32]) -> f32 {
-    let mut s = 0.0f32;
-    for d in 0..a.len() {
-        let t = a[d] - b[d];
-        s += t * t;
-    }
-    s
-}
-
-/// Inserts `(dist, id)` into the sorted top list `(ds, is)` of `n` entries (ties by id).
+/// Inserts `(dist, id)` into the sorted list `(ds, is)` of `n` entries (ties by id).
 #[inline(always)]
 fn insert(ds: &mut [f32], is: &mut [u32], n: usize, dist: f32, id: u32) {
     let last = n - 1;
@@ -34,299 +28,466 @@ fn insert(ds: &mut [f32], is: &mut [u32], n: usize, dist: f32, id: u32) {
     is[j] = id;
 }
 
-/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q`. One warp per query
-/// (launch 32 threads per query): lanes split the centroids, each keeps its own sorted
-/// `nprobe` nearest, and the warp merges them by shuffles, nearest first (ties by index).
+/// The smallest `(distance, index)` pair over the warp's lanes (ties by index), on every lane.
+#[inline(always)]
+fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
+    let mut step = 16;
+    while step > 0 {
+        let od = warp::shfl_xor_f32(bd, step);
+        let oi = warp::shfl_xor_u32(bi, step);
+        if od < bd || (od == bd && oi < bi) {
+            bd = od;
+            bi = oi;
+        }
+        step /= 2;
+    }
+    (bd, bi)
+}
+
+/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q` (ties by index).
+///
+/// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
+/// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK) queries. The block's queries
+/// are staged in shared memory; its warps split the centroids, and each lane reads
+/// `centroids_t` (the centroids transposed, `dim x nlist`) so that 32 lanes load 32
+/// consecutive floats, computing its centroid's distance to all of the block's queries from
+/// one load. Each lane keeps a sorted `nprobe` nearest per query; each warp merges its lanes'
+/// by shuffles into shared memory, and one warp per query merges the warps'. Distances are
+/// summed in dimension order, exactly as the CPU reference does.
 #[kernel]
-pub fn coarse(queries: &[f32], centroids: &[f32], dim: u32, nprobe: u32, probes: &mut [u32]) {
+pub fn coarse(
+    queries: &[f32],
+    centroids_t: &[f32],
+    dim: u32,
+    nlist: u32,
+    nprobe: u32,
+    probes: &mut [u32],
+) {
     let dim = dim as usize;
-    let nprobe = (nprobe as usize).min(MAX_NPROBE);
-    let q = global_index_x() / 32;
-    let lane = lane_id();
-    if dim == 0 || nprobe == 0 || q >= queries.len() / dim {
-        return; // warp-uniform: all 32 lanes of a warp share `q`
-    }
-    let mut ds = [f32::INFINITY; MAX_NPROBE];
-    let mut is = [u32::MAX; MAX_NPROBE];
-    let v = &queries[q * dim..(q + 1) * dim];
-    let mut c = lane as usize;
-    while c < centroids.len() / dim {
-        let d = l2(v, &centroids[c * dim..(c + 1) * dim]);
-        if d < ds[nprobe - 1] || (d == ds[nprobe - 1] && (c as u32) < is[nprobe - 1]) {
-            insert(&mut ds, &mut is, nprobe, d, c as u32);
+    let nlist = nlist as usize;
+    let nprobe = (nprobe as usize).min(MAX_NPROBE).min(nlist);
+    let nq = if dim == 0 { 0 } else { queries.len() / dim };
+    let lane = lane_id() as usize;
+    let warp = thread_idx_x() as usize / 32;
+    let q0 = block_idx_x() as usize * QW;
+    let staged = shared_array!(f32; QW * MAX_DIM);
+    let best_d = shared_array!(f32; QW * COARSE_WARPS * MAX_NPROBE);
+    let best_i = shared_array!(u32; QW * COARSE_WARPS * MAX_NPROBE);
+    let usable = dim > 0 && dim <= MAX_DIM && nprobe > 0 && centroids_t.len() >= dim * nlist;
+    if usable {
+        let mut f = thread_idx_x() as usize;
+        while f < QW * dim {
+            let (j, d) = (f / dim, f % dim);
+            let v = if q0 + j < nq {
+                queries[(q0 + j) * dim + d]
+            } else {
+                0.0
+            };
+            staged.set(j * MAX_DIM + d, v);
+            f += block_dim_x() as usize;
         }
-        c += 32;
     }
-    let mut head = 0usize;
-    for j in 0..nprobe {
-        let (mut bd, mut bi) = if head < nprobe {
-            (ds[head], is[head])
-        } else {
-            (f32::INFINITY, u32::MAX)
-        };
-        let mut step = 16;
-        while step > 0 {
-            let od = warp::shfl_xor_f32(bd, step);
-            let oi = warp::shfl_xor_u32(bi, step);
-            if od < bd || (od == bd && oi < bi) {
-                bd = od;
-                bi = oi;
+    // Barriers every thread reaches (no early return before them).
+    sync_threads();
+    let active = usable && q0 < nq;
+    let mut ds = [[f32::INFINITY; MAX_NPROBE]; QW];
+    let mut is = [[u32::MAX; MAX_NPROBE]; QW];
+    if active {
+        let mut c = warp * 32 + lane;
+        while c < nlist {
+            let mut acc = [0.0f32; QW];
+            for d in 0..dim {
+                // SAFETY: d < dim and c < nlist, and centroids_t holds dim * nlist floats
+                // (checked in `usable`).
+                let cv = unsafe { *centroids_t.get_unchecked(d * nlist + c) };
+                for j in 0..QW {
+                    // SAFETY: j * MAX_DIM + d < QW * MAX_DIM.
+                    let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - cv;
+                    acc[j] += t * t;
+                }
             }
-            step /= 2;
+            for j in 0..QW {
+                let (dj, ij) = (&mut ds[j], &mut is[j]);
+                if acc[j] < dj[nprobe - 1]
+                    || (acc[j] == dj[nprobe - 1] && (c as u32) < ij[nprobe - 1])
+                {
+                    insert(dj, ij, nprobe, acc[j], c as u32);
+                }
+            }
+            c += COARSE_WARPS * 32;
         }
-        // Centroid indices are distinct, so exactly one lane holds the winner.
-        if head < nprobe && is[head] == bi {
-            head += 1;
+    }
+    // Each warp's best `nprobe` per query, by shuffles, into shared memory.
+    for j in 0..QW {
+        let mut head = 0usize;
+        for r in 0..nprobe {
+            let (bd, bi) = warp_min(if head < nprobe {
+                (ds[j][head], is[j][head])
+            } else {
+                (f32::INFINITY, u32::MAX)
+            });
+            // Centroid indices are distinct, so at most one lane holds the winner.
+            if head < nprobe && is[j][head] == bi {
+                head += 1;
+            }
+            if lane == 0 {
+                best_d.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bd);
+                best_i.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bi);
+            }
         }
-        if lane == 0 {
-            probes[q * nprobe + j] = bi;
+    }
+    sync_threads();
+    // Warp `j` merges query `j`'s per-warp lists: lane `w < COARSE_WARPS` walks warp `w`'s list.
+    if active && warp < QW && q0 + warp < nq {
+        let j = warp;
+        let list = |w: usize, r: usize| (j * COARSE_WARPS + w) * MAX_NPROBE + r;
+        let mut head = 0usize;
+        for r in 0..nprobe {
+            let (_, bi) = warp_min(if lane < COARSE_WARPS && head < nprobe {
+                (best_d.get(list(lane, head)), best_i.get(list(lane, head)))
+            } else {
+                (f32::INFINITY, u32::MAX)
+            });
+            if lane < COARSE_WARPS && head < nprobe && best_i.get(list(lane, head)) == bi {
+                head += 1;
+            }
+            if lane == 0 {
+                probes[(q0 + j) * nprobe + r] = bi;
+            }
         }
     }
 }
 
-/// For each (query, probe) pair `p`: `pairs[list * max_per_list + slot] = p`, with `slot`
-/// counted in `counts[list]`.
+/// Plans the scan, in one block of [`PLAN_THREADS`](crate::PLAN_THREADS) threads.
+///
+/// From the (query, probe) pairs `probes` (pair `p` = query `p / nprobe`), it counts the
+/// pairs of each list (`counts`, each pair's `slots` index among them), lists the probed
+/// lists in list order (`probed`, their number in `totals[0]`), and, when `queue` is
+/// enabled, asks the host at once for those of them not still resident from an earlier
+/// request (`wanted`, their number in `totals[2]`; one ring claim, in list order, which is
+/// address order; lists that do not fit are marked "go ahead", resident ones "arrived").
+/// Then it cuts each list into chunks of `chunk_rows`
+/// vectors and writes the scan's work items, one per (pair, chunk): `item_pair` /
+/// `item_chunk`, list by list, chunk by chunk, the pairs of a chunk next to each other (so
+/// their reads of the chunk share the L2 cache); `totals[1]` is their number. Each pair's
+/// candidate lists start at `pair_cand_off[p]` (in lists of `K`; `pair_cand_off[P]` is the
+/// total), so a query's candidates are contiguous for [`merge`].
 #[kernel]
-pub fn plan(probes: &[u32], max_per_list: u32, counts: &mut [u32], pairs: &mut [u32]) {
-    let p = global_index_x();
-    if p < probes.len() {
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    probes: &[u32],
+    offsets: &[u64],
+    lists: ManagedSlice<f32>,
+    dim: u32,
+    chunk_rows: u32,
+    queue: RequestQueue,
+    counts: &mut [u32],
+    slots: &mut [u32],
+    probed: &mut [u32],
+    wanted: &mut [u32],
+    list_item_off: &mut [u32],
+    pair_cand_off: &mut [u32],
+    item_pair: &mut [u32],
+    item_chunk: &mut [u32],
+    totals: &mut [u32],
+) {
+    let nlist = offsets.len().saturating_sub(1).min(counts.len());
+    let pairs = probes.len().min(slots.len());
+    let tid = thread_idx_x() as usize;
+    let threads = block_dim_x() as usize;
+    let chunk = (chunk_rows as usize).max(1);
+    let dim = dim as usize;
+    let scratch = shared_array!(u32; SCRATCH_WORDS);
+    let claim = shared_array!(u32; 2);
+    let chunks_of = |l: usize| ((offsets[l + 1] - offsets[l]) as usize).div_ceil(chunk);
+
+    let mut l = tid;
+    while l < nlist {
+        counts[l] = 0;
+        l += threads;
+    }
+    sync_threads();
+    let mut p = tid;
+    while p < pairs {
         let l = probes[p] as usize;
-        let slot = atomic_add(&mut counts[l], 1u32);
-        if slot < max_per_list {
-            pairs[l * max_per_list as usize + slot as usize] = p as u32;
+        slots[p] = if l < nlist {
+            atomic_add(&mut counts[l], 1u32)
+        } else {
+            0
+        };
+        p += threads;
+    }
+    sync_threads();
+
+    // The probed lists in list order, where each list's items start, and the probed lists
+    // the queue must ask for (those not still resident from an earlier request).
+    let (mut lists_before, mut items_before, mut wanted_before) = (0u32, 0u32, 0u32);
+    let mut base = 0;
+    while base < nlist {
+        let l = base + tid;
+        let c = if l < nlist { counts[l] } else { 0 };
+        let items = if c > 0 { c * chunks_of(l) as u32 } else { 0 };
+        let resident = c > 0 && queue.arrived_earlier(l as u32);
+        if resident {
+            queue.mark_arrived(l as u32);
+        }
+        let want = c > 0 && queue.is_enabled() && !resident;
+        let (k, k_total) = exclusive_sum((c > 0) as u32, scratch);
+        let (i, i_total) = exclusive_sum(items, scratch);
+        let (w, w_total) = exclusive_sum(want as u32, scratch);
+        if c > 0 {
+            probed[(lists_before + k) as usize] = l as u32;
+            list_item_off[l] = items_before + i;
+        }
+        if want {
+            wanted[(wanted_before + w) as usize] = l as u32;
+        }
+        lists_before += k_total;
+        items_before += i_total;
+        wanted_before += w_total;
+        base += threads;
+    }
+    let m = lists_before as usize;
+    let nw = wanted_before as usize;
+    sync_threads(); // `probed` and `wanted` complete for every thread
+
+    if nw > 0 {
+        if tid == 0 {
+            let (first, granted) = queue.claim(nw as u32);
+            claim.set(0, first);
+            claim.set(1, granted);
+        }
+        sync_threads();
+        let (first, granted) = (claim.get(0), claim.get(1) as usize);
+        let mut k = tid;
+        while k < nw {
+            let l = wanted[k] as usize;
+            if k < granted {
+                let (a, b) = (offsets[l] as usize, offsets[l + 1] as usize);
+                // SAFETY: slot `first + k` was claimed above by this launch and is
+                // published once, by this thread; `l < nlist <= num_flags`.
+                unsafe {
+                    queue.publish(
+                        first.wrapping_add(k as u32),
+                        l as u32,
+                        lists.as_ptr().wrapping_add(a * dim),
+                        (b - a) * dim * 4,
+                    )
+                };
+            } else {
+                queue.fall_back(l as u32);
+            }
+            k += threads;
         }
     }
-}
 
-/// `probed[0..m[0]]` = the lists with a nonzero count, in list order (one thread: a few
-/// thousand lists take microseconds).
-#[kernel]
-pub fn compact(counts: &[u32], probed: &mut [u32], m: &mut [u32]) {
-    if global_index_x() == 0 {
-        let mut k = 0;
-        for l in 0..counts.len() {
-            if counts[l] > 0 {
-                probed[k] = l as u32;
-                k += 1;
+    // Where each pair's candidate lists start: a prefix sum of the pairs' chunk counts.
+    let mut cands_before = 0u32;
+    let mut base = 0;
+    while base < pairs {
+        let p = base + tid;
+        let n = if p < pairs && (probes[p] as usize) < nlist {
+            chunks_of(probes[p] as usize) as u32
+        } else {
+            0
+        };
+        let (c, total) = exclusive_sum(n, scratch);
+        if p < pairs {
+            pair_cand_off[p] = cands_before + c;
+        }
+        cands_before += total;
+        base += threads;
+    }
+    if tid == 0 {
+        pair_cand_off[pairs] = cands_before;
+        totals[0] = m as u32;
+        totals[1] = items_before;
+        totals[2] = nw as u32;
+    }
+
+    let mut p = tid;
+    while p < pairs {
+        let l = probes[p] as usize;
+        if l < nlist {
+            let (c, s, first) = (
+                counts[l] as usize,
+                slots[p] as usize,
+                list_item_off[l] as usize,
+            );
+            for ch in 0..chunks_of(l) {
+                let it = first + ch * c + s;
+                item_pair[it] = p as u32;
+                item_chunk[it] = ch as u32;
             }
         }
-        m[0] = k as u32;
+        p += threads;
     }
 }
 
-/// Scans the probed lists. Block `b` takes probed lists `b, b + grid, ...`; for each, thread 0
-/// asks `queue` for the list `ahead + 1` steps further on and waits until its own list is
-/// resident (or goes ahead on the fault path), recording how in `readiness[i]` (1 arrived,
-/// 2 went ahead, 3 timed out). Then the block reads the list once per group of
-/// `SCAN_WARPS` queries through a padded shared-memory tile: warp `w` takes the group's
-/// `w`-th query, its lanes split the tile's vectors, and each lane keeps a top `K` that the
-/// warp merges by shuffles at the end. Results go to `out_*[pair * K ..]`.
-#[kernel(same_len(out_dist, out_ids))]
+/// Scans the work items [`plan`] wrote: warp `w` of the grid takes items `w`, `w + warps`,
+/// ... (`totals[1]` of them). For item (pair `p`, chunk `c`) it computes the distance from
+/// query `p / nprobe` to each vector of chunk `c` of list `probes[p]` and writes the `K`
+/// nearest to `cand_*[(pair_cand_off[p] + c) * K ..]`.
+///
+/// Before a list's first item, lane 0 waits until `queue` reports the list resident (or
+/// says to go ahead on the fault path), and records what happened in `readiness[list]`
+/// ([`READY_ARRIVED`], [`READY_WENT_AHEAD`], [`READY_TIMED_OUT`]). With `hints ==
+/// HINT_L2` each warp prefetches its next item's vectors into L2 first (the in-kernel hint,
+/// which does not migrate managed pages on the GPUs we measured).
+///
+/// Each vector is read by [`LANES_PER_ROW`] lanes, 4 vectors per step: lane `g` of a row's
+/// group holds the query's dimensions `g, g + 8, ...` in registers and sums its part; three
+/// shuffles finish the distance, and the group's lanes take turns keeping candidates in
+/// their own register top-`K`, which the warp merges at the end of the item.
+#[kernel(same_len(cand_dist, cand_ids))]
 #[allow(clippy::too_many_arguments)]
 pub fn scan(
     lists: ManagedSlice<f32>,
     offsets: &[u64],
     ids: &[u32],
     queries: &[f32],
-    probed: &[u32],
-    m: &[u32],
-    counts: &[u32],
-    pairs: &[u32],
+    probes: &[u32],
+    item_pair: &[u32],
+    item_chunk: &[u32],
+    totals: &[u32],
+    pair_cand_off: &[u32],
     dim: u32,
     nprobe: u32,
-    max_per_list: u32,
-    ahead: u32,
+    chunk_rows: u32,
     hints: u32,
     queue: RequestQueue,
     readiness: &mut [u32],
-    out_dist: &mut [f32],
-    out_ids: &mut [u32],
+    cand_dist: &mut [f32],
+    cand_ids: &mut [u32],
 ) {
     let dim = dim as usize;
-    let stride = dim + 1; // padded rows: lanes reading different rows hit different banks
-    let m = m[0] as usize;
-    let blocks = grid_dim_x() as usize;
-    let tid = thread_idx_x() as usize;
-    let threads = block_dim_x() as usize;
-    let warp = tid / 32;
-    let lane = (tid % 32) as u32;
-    let tile = shared_array!(f32; TILE_FLOATS);
-    let qs = shared_array!(f32; SCAN_WARPS * MAX_DIM);
-    let rows_per_tile = TILE_FLOATS / stride.max(1);
-    let list_range = |i: usize| {
-        let l = probed[i] as usize;
-        (offsets[l] as usize, offsets[l + 1] as usize) // in vectors
-    };
-    let request = |i: usize| {
-        if i < m {
-            let (a, b) = list_range(i);
-            if b > a {
-                queue.request(
-                    i as u32,
-                    lists.as_ptr().wrapping_add(a * dim),
-                    (b - a) * dim * 4,
-                );
-            }
-        }
-    };
-
-    let mut i = block_idx_x() as usize;
-    if tid == 0 {
-        // The lists this block scans first: ask for all of them before waiting on any.
-        for s in 0..=ahead as usize {
-            request(i + s * blocks);
-        }
+    let nprobe = (nprobe as usize).max(1);
+    let chunk = (chunk_rows as usize).max(1);
+    let lane = lane_id() as usize;
+    let g = lane % LANES_PER_ROW;
+    let group = lane / LANES_PER_ROW;
+    let rows_per_step = 32 / LANES_PER_ROW;
+    let warps = grid_stride_x() / 32;
+    let items = (totals[1] as usize).min(item_pair.len());
+    if dim == 0 || dim > MAX_DIM {
+        return;
     }
-    while i < m {
-        if tid == 0 {
-            request(i + (ahead as usize + 1) * blocks);
-            readiness[i] = match queue.wait_ready(i as u32) {
-                Readiness::Arrived => 1,
-                Readiness::GoAhead => 2,
-                Readiness::TimedOut => 3,
-            };
-        }
-        if hints == crate::HINT_L2 && i + blocks < m {
-            // The in-kernel hint: one prefetch per 128-byte line of the next list.
-            let (a, b) = list_range(i + blocks);
-            let mut f = a * dim + tid * 32;
-            while f < b * dim {
-                prefetch::prefetch_l2(lists.as_ptr().wrapping_add(f));
-                f += threads * 32;
-            }
-        }
-        sync_threads();
+    let mut ready_list = usize::MAX;
+    let mut it = global_index_x() / 32;
+    while it < items {
+        let p = item_pair[it] as usize;
+        let ch = item_chunk[it] as usize;
+        let l = probes[p] as usize;
+        let q = p / nprobe;
+        let a = offsets[l] as usize + ch * chunk;
+        let b = core::cmp::min(a + chunk, offsets[l + 1] as usize);
+        // One check of the whole chunk, so the loop below can read without one per load.
+        let rows = &lists[a * dim..b * dim];
 
-        let l = probed[i] as usize;
-        let (a, b) = list_range(i);
-        let nq = (counts[l] as usize).min(max_per_list as usize);
-        let mut group = 0;
-        while group < nq {
-            // Warp `warp` takes query `group + warp` of this list (warp-uniform).
-            let mine = group + warp;
-            let pair = if mine < nq {
-                pairs[l * max_per_list as usize + mine] as usize
-            } else {
-                usize::MAX
-            };
-            if pair != usize::MAX {
-                let q = pair / (nprobe as usize).max(1);
-                let mut d = lane as usize;
-                while d < dim {
-                    qs.set(warp * MAX_DIM + d, queries[q * dim + d]);
-                    d += 32;
-                }
+        if queue.is_enabled() && l != ready_list {
+            let mut code = 0;
+            if lane == 0 {
+                code = match queue.wait_ready(l as u32) {
+                    Readiness::Arrived => READY_ARRIVED,
+                    Readiness::GoAhead => READY_WENT_AHEAD,
+                    Readiness::TimedOut => READY_TIMED_OUT,
+                };
+                readiness[l] = code;
             }
-            let mut ds = [f32::INFINITY; K];
-            let mut is = [u32::MAX; K];
-            let mut start = a;
-            while start < b {
-                let rows = core::cmp::min(rows_per_tile, b - start);
-                // Cooperative, coalesced copy of `rows` vectors into the padded tile.
-                // 32-bit index arithmetic: 64-bit division is emulated and slow on the GPU.
-                let (rows32, dim32) = (rows as u32, dim as u32);
-                let mut f = tid as u32;
-                while f < rows32 * dim32 {
-                    let (r, c) = (f / dim32, f % dim32);
-                    tile.set(
-                        (r * (dim32 + 1) + c) as usize,
-                        lists[start * dim + f as usize],
-                    );
-                    f += threads as u32;
-                }
-                sync_threads();
-                if pair != usize::MAX {
-                    let mut r = lane as usize;
-                    while r < rows {
-                        let mut acc = [0.0f32; 4];
-                        let mut d = 0;
-                        while d + 4 <= dim {
-                            for u in 0..4 {
-                                // SAFETY: d + u < dim <= MAX_DIM and r < rows_per_tile, so
-                                // both indices are inside their arrays.
-                                let t = unsafe {
-                                    qs.get_unchecked(warp * MAX_DIM + d + u)
-                                        - tile.get_unchecked(r * stride + d + u)
-                                };
-                                acc[u] += t * t;
-                            }
-                            d += 4;
-                        }
-                        while d < dim {
-                            let t = qs.get(warp * MAX_DIM + d) - tile.get(r * stride + d);
-                            acc[0] += t * t;
-                            d += 1;
-                        }
-                        let dist = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-                        if dist < ds[K - 1] || (dist == ds[K - 1] && ids[start + r] < is[K - 1]) {
-                            insert(&mut ds, &mut is, K, dist, ids[start + r]);
-                        }
-                        r += 32;
-                    }
-                }
-                sync_threads();
-                start += rows;
+            // The shuffle also holds the other lanes until lane 0 is done waiting.
+            code = warp::shfl_idx_u32(code, 0);
+            if code == READY_ARRIVED {
+                ready_list = l;
             }
-            if pair != usize::MAX {
-                // Merge the 32 lanes' sorted lists: K rounds of a warp-wide minimum.
-                let mut head = 0usize;
-                for j in 0..K {
-                    let (mut bd, mut bi) = if head < K {
-                        (ds[head], is[head])
-                    } else {
-                        (f32::INFINITY, u32::MAX)
-                    };
-                    let mut bl = lane;
-                    let mut step = 16;
-                    while step > 0 {
-                        let od = warp::shfl_xor_f32(bd, step);
-                        let oi = warp::shfl_xor_u32(bi, step);
-                        let ol = warp::shfl_xor_u32(bl, step);
-                        if od < bd || (od == bd && (oi < bi || (oi == bi && ol < bl))) {
-                            bd = od;
-                            bi = oi;
-                            bl = ol;
-                        }
-                        step /= 2;
-                    }
-                    if bl == lane {
-                        head += 1;
-                    }
-                    if lane == 0 {
-                        out_dist[pair * K + j] = bd;
-                        out_ids[pair * K + j] = bi;
-                    }
-                }
-            }
-            group += SCAN_WARPS;
         }
-        i += blocks;
+        if hints == HINT_L2 && it + warps < items {
+            let pn = item_pair[it + warps] as usize;
+            let ln = probes[pn] as usize;
+            let an = offsets[ln] as usize + item_chunk[it + warps] as usize * chunk;
+            let bn = core::cmp::min(an + chunk, offsets[ln + 1] as usize);
+            let mut f = an * dim + lane * 32; // one 128-byte line per lane per step
+            while f < bn * dim {
+                prefetch::prefetch_l2(lists.as_ptr().wrapping_add(f));
+                f += 32 * 32;
+            }
+        }
+
+        let mut qv = [0.0f32; DIMS_PER_LANE];
+        for (i, v) in qv.iter_mut().enumerate() {
+            let d = g + LANES_PER_ROW * i;
+            if d < dim {
+                *v = queries[q * dim + d];
+            }
+        }
+        let mut top = TopK::new();
+        let mut step = 0usize;
+        let mut r0 = a;
+        while r0 < b {
+            let row = r0 + group;
+            let mut s = 0.0f32;
+            if row < b {
+                let at = (row - a) * dim;
+                for (i, v) in qv.iter().enumerate() {
+                    let d = g + LANES_PER_ROW * i;
+                    if d < dim {
+                        // SAFETY: a <= row < b and d < dim, so at + d < (b - a) * dim =
+                        // rows.len().
+                        let t = *v - unsafe { *rows.get_unchecked(at + d) };
+                        s += t * t;
+                    }
+                }
+            }
+            s += warp::shfl_xor_f32(s, 1);
+            s += warp::shfl_xor_f32(s, 2);
+            s += warp::shfl_xor_f32(s, 4);
+            if row < b && g == step % LANES_PER_ROW {
+                top.offer(s, ids[row]);
+            }
+            step += 1;
+            r0 += rows_per_step;
+        }
+        let out = (pair_cand_off[p] as usize + ch) * K;
+        top.warp_merge(|j, d, id| {
+            if lane == 0 {
+                cand_dist[out + j] = d;
+                cand_ids[out + j] = id;
+            }
+        });
+        it += warps;
     }
 }
 
-/// Each query's top `K` over its `nprobe` probes' candidates, one thread per query.
+/// Each query's `K` nearest over its candidate lists (`pair_cand_off[q * nprobe] ..
+/// pair_cand_off[(q + 1) * nprobe]`, each of `K`), one warp per query.
 #[kernel(same_len(out_dist, out_ids))]
 pub fn merge(
     cand_dist: &[f32],
     cand_ids: &[u32],
+    pair_cand_off: &[u32],
     nprobe: u32,
     out_dist: &mut [f32],
     out_ids: &mut [u32],
 ) {
-    let q = global_index_x();
-    if q >= out_dist.len() / K {
-        return;
+    let q = global_index_x() / 32;
+    let lane = lane_id() as usize;
+    let nprobe = nprobe as usize;
+    if q >= out_dist.len() / K || (q + 1) * nprobe >= pair_cand_off.len() {
+        return; // warp-uniform
     }
-    let mut ds = [f32::INFINITY; K];
-    let mut is = [u32::MAX; K];
-    let per_query = nprobe as usize * K;
-    for c in q * per_query..(q + 1) * per_query {
+    let lo = pair_cand_off[q * nprobe] as usize * K;
+    let hi = pair_cand_off[(q + 1) * nprobe] as usize * K;
+    let mut top = TopK::new();
+    let mut c = lo + lane;
+    while c < hi {
         if cand_ids[c] != u32::MAX {
-            insert(&mut ds, &mut is, K, cand_dist[c], cand_ids[c]);
+            top.offer(cand_dist[c], cand_ids[c]);
         }
+        c += 32;
     }
-    for j in 0..K {
-        out_dist[q * K + j] = ds[j];
-        out_ids[q * K + j] = is[j];
-    }
+    top.warp_merge(|j, d, id| {
+        if lane == 0 {
+            out_dist[q * K + j] = d;
+            out_ids[q * K + j] = id;
+        }
+    });
 }

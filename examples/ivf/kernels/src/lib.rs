@@ -2,22 +2,25 @@
 //!
 //! The kernels of an IVF-Flat search, in plain Rust with `#[kernel]`:
 //!
-//! 1. [`coarse`]: each query's `nprobe` nearest centroids;
-//! 2. [`plan`]: inverts (query, probe) pairs into per-list query lists;
-//! 3. [`compact`]: the probed lists, in list order;
-//! 4. [`scan`]: one block per probed list at a time, reading each list once per group of
-//!    16 queries through padded shared-memory tiles, a warp per query, lanes splitting the
-//!    vectors, and a warp-shuffle merge of each query's top `K` (the lists live in managed memory;
-//!    the block asks for the lists it will scan next through a request queue, and waits for
-//!    its list or goes ahead on the fault path);
-//! 5. [`merge`]: each query's top `K` over its probes.
+//! 1. [`coarse`]: each query's `nprobe` nearest centroids (a warp per
+//!    [`COARSE_QUERIES_PER_BLOCK`] queries over the transposed centroids);
+//! 2. [`plan`]: one block turns the (query, probe) pairs into the probed lists, asks the
+//!    host for all of them at once through a request queue (GPU-driven migration), and cuts
+//!    the lists into chunks of work items, one per (pair, chunk);
+//! 3. [`scan`]: each warp takes work items in turn, waits until its list is resident (or
+//!    goes ahead on the fault path), and keeps the `K` nearest vectors of its chunk;
+//! 4. [`merge`]: each query's `K` nearest over its candidate lists.
+//!
+//! The lists live in managed memory; everything else in device memory.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(abi_gpu_kernel, asm_experimental_arch)
 )]
 
+mod block;
 mod kernels;
+mod topk;
 pub use kernels::*;
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -29,14 +32,46 @@ pub const K: usize = 10;
 pub const MAX_NPROBE: usize = 64;
 /// Most dimensions per vector.
 pub const MAX_DIM: usize = 128;
-/// Floats of list data staged in shared memory per tile (32 KiB: 63 rows of 128 + 1 floats).
-pub const TILE_FLOATS: usize = 8192;
-/// Warps per block of [`scan`]: each takes one query of the list at a time.
-pub const SCAN_WARPS: usize = 16;
-/// Threads per block of [`scan`].
-pub const SCAN_THREADS: u32 = SCAN_WARPS as u32 * 32;
+/// Queries one block of [`coarse`] handles (each of its warps sees all of them).
+pub const COARSE_QUERIES_PER_BLOCK: usize = 4;
+/// Threads per block of [`coarse`].
+pub const COARSE_THREADS: u32 = 256;
+/// Warps per block of [`coarse`].
+pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
+/// Threads of the one block of [`plan`].
+pub const PLAN_THREADS: u32 = 1024;
+/// Threads per block of [`scan`] (and of [`merge`]).
+pub const SCAN_THREADS: u32 = 256;
+/// Lanes of [`scan`] that share one vector.
+pub const LANES_PER_ROW: usize = 8;
+/// Query dimensions each lane of [`scan`] holds in registers: `MAX_DIM / LANES_PER_ROW`.
+pub const DIMS_PER_LANE: usize = MAX_DIM / LANES_PER_ROW;
+/// Vectors per work item of [`scan`] unless the caller picks another size.
+pub const DEFAULT_CHUNK_ROWS: u32 = 512;
 /// `hints` value for [`scan`]: no in-kernel hint.
 pub const HINT_NONE: u32 = 0;
-/// `hints` value for [`scan`]: `prefetch.global.L2` over the block's next list (the seed
-/// document's "design 5"; it does not migrate managed pages on the H100s we measured).
+/// `hints` value for [`scan`]: `prefetch.global.L2` over the warp's next work item (the
+/// seed document's "design 5"; it does not migrate managed pages on the H100s we measured).
 pub const HINT_L2: u32 = 1;
+/// `readiness[list]` after [`scan`]: the list arrived by request before it was read.
+pub const READY_ARRIVED: u32 = 1;
+/// `readiness[list]`: the request fell back, so the list was read through the fault path.
+pub const READY_WENT_AHEAD: u32 = 2;
+/// `readiness[list]`: the wait timed out; the list was read through the fault path.
+pub const READY_TIMED_OUT: u32 = 3;
+
+/// Work items [`plan`] can write for `pairs` (query, probe) pairs over lists of at most
+/// `max_list_len` vectors: one per (pair, chunk). Size `item_pair`/`item_chunk` with it.
+pub fn max_items(pairs: usize, max_list_len: usize, chunk_rows: u32) -> usize {
+    pairs * max_list_len.div_ceil(chunk_rows.max(1) as usize).max(1)
+}
+
+/// The launch shape of [`coarse`] for `queries` queries: a block of [`COARSE_THREADS`]
+/// per [`COARSE_QUERIES_PER_BLOCK`] queries. (Host only.)
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn coarse_config(queries: usize) -> lookahead::launch::LaunchConfig {
+    let blocks = queries
+        .div_ceil(COARSE_QUERIES_PER_BLOCK)
+        .clamp(1, u32::MAX as usize);
+    lookahead::launch::LaunchConfig::new((blocks as u32, 1, 1), (COARSE_THREADS, 1, 1))
+}

@@ -48,6 +48,13 @@ struct Args {
     /// Queries checked against brute force.
     #[arg(long, default_value_t = 20)]
     recall_sample: usize,
+    /// Threads of the GPU-driven requests' prefetch service.
+    #[arg(long, default_value_t = 32)]
+    service_threads: usize,
+    /// Searches to run with the same queries (the first finds the lists on the host, the
+    /// later ones find what the policy left resident); each prints its own line.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
 }
 
 fn main() -> ExitCode {
@@ -98,14 +105,20 @@ fn run(args: &Args) -> Result<bool, Error> {
     }
     let sample = Vectors {
         dim: data.dim,
-        data: data.data[..data.dim * (args.nlist * 16).min(data.len())].to_vec(),
+        data: data.data[..data.dim * (args.nlist * 32).min(data.len())].to_vec(),
     };
-    let centroids = cpu::kmeans(&sample, args.nlist, 6, args.seed);
+    let centroids = cpu::kmeans_with(&sample, args.nlist, 8, args.seed, |c, v| {
+        assign_on_gpu(&gpu, c, v)
+    })?;
     let assign = assign_on_gpu(&gpu, &centroids, &data)?;
     let layout = IvfLayout::from_assignment(data.dim, centroids, &assign);
     let mut index = GpuIndex::new(&gpu, layout, &data)?;
     let profile = MachineProfile::cached_or_probe(&gpu)?;
-    let mut mach = Machinery::new(&gpu, args.nlist, profile, ServiceConfig::default())?;
+    let config = ServiceConfig {
+        threads: args.service_threads,
+        ..ServiceConfig::default()
+    };
+    let mut mach = Machinery::new(&gpu, args.nlist, profile, config)?;
     let queries = match &args.fvecs {
         Some(_) => Vectors {
             dim: data.dim,
@@ -116,11 +129,23 @@ fn run(args: &Args) -> Result<bool, Error> {
     let params = SearchParams {
         nprobe: args.nprobe,
         policy: args.policy,
-        ahead: 1,
-        expected_passes: 1.0,
+        expected_passes: args.runs as f64,
         max_blocks: args.max_blocks,
     };
     let out = index.search(&queries, params, &mut mach)?;
+    let mut consistent = true;
+    for run in 1..args.runs {
+        let again = index.search(&queries, params, &mut mach)?;
+        println!(
+            "run {}: {:.2} ms ({} asked for by the GPU, scan {:.2} ms), same results: {}",
+            run + 1,
+            again.seconds * 1e3,
+            again.requested,
+            again.scan_seconds * 1e3,
+            again.ids == out.ids
+        );
+        consistent &= again.ids == out.ids;
+    }
     println!(
         "{} (sm_{}): {} vectors x {} dims in {} lists ({:.2} GiB of managed memory)",
         gpu.name(),
@@ -136,9 +161,20 @@ fn run(args: &Args) -> Result<bool, Error> {
         out.needed_bytes as f64 / 1e6, out.seconds * 1e3, out.needed_bytes as f64 / out.seconds / 1e9
     );
     println!(
-        "lists: {} arrived by request, {} went ahead on the fault path, {} timed out waiting; GPU part {:.2} ms",
-        out.arrived, out.went_ahead, out.timed_out, out.gpu_seconds * 1e3
+        "lists: {} asked for by the GPU, {} arrived by request, {} went ahead on the fault path, {} timed out waiting; GPU part {:.2} ms, scan {:.2} ms ({} work items)",
+        out.requested, out.arrived, out.went_ahead, out.timed_out, out.gpu_seconds * 1e3, out.scan_seconds * 1e3, out.items
     );
+    let lens: Vec<u64> = (0..index.layout().nlist())
+        .map(|l| index.layout().list_len(l) as u64)
+        .collect();
+    println!("vectors per list: {}", spread(&lens));
+    let probed: Vec<u64> = out
+        .list_queries
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| c as u64)
+        .collect();
+    println!("pairs per probed list: {}", spread(&probed));
     let n = args.recall_sample.min(queries.len());
     let found: Vec<Vec<cpu::Hit>> = (0..n)
         .map(|q| {
@@ -165,5 +201,26 @@ fn run(args: &Args) -> Result<bool, Error> {
             report.failed
         );
     }
-    Ok(r >= 0.9)
+    if !consistent {
+        eprintln!("error: repeated searches returned different neighbours");
+    }
+    Ok(r >= 0.9 && consistent)
+}
+
+/// `min / median / p99 / max (n values)` of `v`.
+fn spread(v: &[u64]) -> String {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    if v.is_empty() {
+        return "none".into();
+    }
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "min {} / median {} / p99 {} / max {} ({} values)",
+        v[0],
+        at(0.5),
+        at(0.99),
+        v[v.len() - 1],
+        v.len()
+    )
 }

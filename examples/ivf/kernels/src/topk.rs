@@ -1,0 +1,96 @@
+//! A per-lane sorted top-`K` list kept in registers, and the warp-wide merge of 32 of them.
+//!
+//! Candidates order by distance, then id, so every policy, launch shape and schedule gives
+//! the same answer. All indexing is by compile-time constants (the loops over `K` unroll), so
+//! the list stays in registers instead of going to local memory.
+
+use lookahead_device::prelude::*;
+
+use crate::K;
+
+/// `(d1, i1)` before `(d2, i2)`: nearer first, then the smaller id.
+#[inline(always)]
+pub fn before(d1: f32, i1: u32, d2: f32, i2: u32) -> bool {
+    d1 < d2 || (d1 == d2 && i1 < i2)
+}
+
+/// The `K` best candidates one lane has seen, nearest first; empty places hold
+/// `(f32::INFINITY, u32::MAX)`.
+#[derive(Clone, Copy)]
+pub struct TopK {
+    dist: [f32; K],
+    ids: [u32; K],
+}
+
+impl Default for TopK {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TopK {
+    /// An empty list.
+    #[inline(always)]
+    pub fn new() -> Self {
+        TopK {
+            dist: [f32::INFINITY; K],
+            ids: [u32::MAX; K],
+        }
+    }
+
+    /// Offers a candidate; it is kept if it beats the current `K`-th.
+    #[inline(always)]
+    pub fn offer(&mut self, dist: f32, id: u32) {
+        if !before(dist, id, self.dist[K - 1], self.ids[K - 1]) {
+            return;
+        }
+        // Bubble the candidate in from the front: each step keeps the nearer of the two in
+        // place `j` and carries the other on; the `K + 1`-th falls off the end.
+        let (mut d, mut i) = (dist, id);
+        for j in 0..K {
+            if before(d, i, self.dist[j], self.ids[j]) {
+                core::mem::swap(&mut d, &mut self.dist[j]);
+                core::mem::swap(&mut i, &mut self.ids[j]);
+            }
+        }
+    }
+
+    /// Drops the first entry, moving the rest up.
+    #[inline(always)]
+    fn pop_front(&mut self) {
+        for j in 0..K - 1 {
+            self.dist[j] = self.dist[j + 1];
+            self.ids[j] = self.ids[j + 1];
+        }
+        self.dist[K - 1] = f32::INFINITY;
+        self.ids[K - 1] = u32::MAX;
+    }
+
+    /// Merges the 32 lanes' lists: `K` rounds of a warp-wide minimum by shuffles. Every lane
+    /// of the warp must call it; `emit(j, dist, id)` is called on every lane with the warp's
+    /// `j`-th best (the same values on all lanes).
+    #[inline(always)]
+    pub fn warp_merge(mut self, mut emit: impl FnMut(usize, f32, u32)) {
+        let lane = lane_id();
+        for j in 0..K {
+            let (mut bd, mut bi, mut bl) = (self.dist[0], self.ids[0], lane);
+            let mut step = 16;
+            while step > 0 {
+                let od = warp::shfl_xor_f32(bd, step);
+                let oi = warp::shfl_xor_u32(bi, step);
+                let ol = warp::shfl_xor_u32(bl, step);
+                // Equal (distance, id) pairs are empty places: the lower lane wins.
+                if before(od, oi, bd, bi) || (od == bd && oi == bi && ol < bl) {
+                    bd = od;
+                    bi = oi;
+                    bl = ol;
+                }
+                step /= 2;
+            }
+            if bl == lane {
+                self.pop_front();
+            }
+            emit(j, bd, bi);
+        }
+    }
+}

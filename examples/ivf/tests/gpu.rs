@@ -1,0 +1,190 @@
+//! GPU tests of the IVF search. They need a CUDA GPU and fail (never pass) without one: run
+//! them with `--ignored` on a GPU machine (`scripts/gpu-tests.sh`).
+
+use std::time::{Duration, Instant};
+
+use lookahead::Gpu;
+use lookahead_ivf::cpu;
+use lookahead_ivf::data::{Clusters, Vectors};
+use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchParams};
+use lookahead_ivf::index::IvfLayout;
+use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
+
+fn gpu() -> Gpu {
+    Gpu::new(0).expect("these tests need a CUDA GPU")
+}
+
+fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+struct Fixture {
+    spec: Clusters,
+    data: Vectors,
+    index: GpuIndex,
+    mach: Machinery,
+}
+
+/// A 200 000 x 64 index in 256 lists (51 MB of managed memory), fresh random data.
+fn fixture(gpu: &Gpu) -> Fixture {
+    let seed = fresh_seed();
+    println!("seed {seed}");
+    let spec = Clusters {
+        dim: 64,
+        clusters: 256,
+        spread: 4.0,
+        sigma: 1.0,
+        seed,
+    };
+    let data = spec.points(200_000, 0, None);
+    let sample = spec.points(256 * 32, 1, None);
+    let centroids =
+        cpu::kmeans_with(&sample, 256, 6, seed, |c, v| assign_on_gpu(gpu, c, v)).unwrap();
+    let assign = assign_on_gpu(gpu, &centroids, &data).unwrap();
+    let layout = IvfLayout::from_assignment(64, centroids, &assign);
+    let index = GpuIndex::new(gpu, layout, &data).unwrap();
+    let mach = Machinery::new(
+        gpu,
+        256,
+        MachineProfile::cached_or_probe(gpu).unwrap(),
+        ServiceConfig::default(),
+    )
+    .unwrap();
+    Fixture {
+        spec,
+        data,
+        index,
+        mach,
+    }
+}
+
+fn params(policy: Policy) -> SearchParams {
+    SearchParams {
+        nprobe: 4,
+        policy,
+        expected_passes: 2.0,
+        max_blocks: 0,
+    }
+}
+
+/// Every policy, cold (lists on the host) and warm, returns the fault path's neighbours,
+/// and those are the CPU reference's (distances to rounding).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_policy_returns_the_fault_path_top_k() {
+    let gpu = gpu();
+    let mut f = fixture(&gpu);
+    let hot: Vec<usize> = (0..40).map(|i| i * 6).collect();
+    let queries = f.spec.points(300, 7, Some(&hot));
+    f.index.evict_to_host(&f.mach).unwrap();
+    let base = f
+        .index
+        .search(&queries, params(Policy::Faults), &mut f.mach)
+        .unwrap();
+    let k = ivf_kernels::K;
+    let mut lists = vec![0.0; f.data.data.len()];
+    f.index.layout().scatter(&f.data, &mut lists);
+    for q in (0..queries.len()).step_by(37) {
+        let want = cpu::search(f.index.layout(), &lists, queries.row(q), 4, k);
+        for (j, &(wd, _)) in want.iter().enumerate().take(k) {
+            let got = base.dist[q * k + j];
+            assert!(
+                (got - wd).abs() <= 1e-4 * wd.max(1.0),
+                "query {q} rank {j}: {got} vs {wd}"
+            );
+        }
+    }
+    for policy in Policy::CONCRETE.iter().copied().chain([Policy::Auto]) {
+        f.index.evict_to_host(&f.mach).unwrap();
+        for pass in ["cold", "warm"] {
+            let got = f
+                .index
+                .search(&queries, params(policy), &mut f.mach)
+                .unwrap();
+            assert_eq!(got.ids, base.ids, "{} {pass}", policy.name());
+            assert_eq!(got.dist, base.dist, "{} {pass}", policy.name());
+            if policy == Policy::GpuRequests && pass == "cold" {
+                // Empty lists have no work items, so nothing waits for them.
+                let empty = (0..f.index.layout().nlist())
+                    .filter(|&l| f.index.layout().list_len(l) == 0)
+                    .count();
+                assert_eq!(got.timed_out, 0, "no request waited out its bound");
+                assert_eq!(got.went_ahead, 0, "no request fell back");
+                assert!(
+                    got.arrived + empty >= got.probed_lists,
+                    "every probed list arrived: {} of {} ({empty} lists are empty)",
+                    got.arrived,
+                    got.probed_lists
+                );
+            }
+        }
+    }
+}
+
+/// 1000 searches with GPU-driven requests, the lists sent back to the host every 50: no
+/// hang, no request lost or timed out, the same answers, and device memory back at its
+/// level after the first search (which loads the kernels and sizes their local memory).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn soak_1000_searches_with_gpu_driven_requests() {
+    let gpu = gpu();
+    let mut f = fixture(&gpu);
+    let free_before;
+    {
+        let batches: Vec<Vectors> = (0..4)
+            .map(|b| {
+                let hot: Vec<usize> = (0..16).map(|i| (i * 16 + b * 3) % 256).collect();
+                f.spec.points(64, 20 + b as u64, Some(&hot))
+            })
+            .collect();
+        let want: Vec<Vec<u32>> = batches
+            .iter()
+            .map(|q| {
+                f.index
+                    .search(q, params(Policy::Faults), &mut f.mach)
+                    .unwrap()
+                    .ids
+            })
+            .collect();
+        f.mach.wait = Duration::from_secs(5);
+        gpu.synchronize().unwrap();
+        free_before = gpu.memory_info().unwrap().0;
+        let started = Instant::now();
+        let (mut asked, mut timed_out) = (0, 0);
+        for i in 0..1000 {
+            if i % 50 == 0 {
+                f.index.evict_to_host(&f.mach).unwrap();
+            }
+            let b = i % batches.len();
+            let got = f
+                .index
+                .search(&batches[b], params(Policy::GpuRequests), &mut f.mach)
+                .unwrap();
+            assert_eq!(got.ids, want[b], "search {i}");
+            asked += got.requested;
+            timed_out += got.timed_out;
+        }
+        let report = f.mach.stop_service().unwrap();
+        println!(
+            "1000 searches in {:.2} s, {asked} lists asked for: {report:?}",
+            started.elapsed().as_secs_f64()
+        );
+        assert_eq!(timed_out, 0, "no wait ran out");
+        assert!(asked > 0, "requests were made");
+        assert_eq!(
+            report.requests as usize, asked,
+            "every request reached the host"
+        );
+        assert_eq!(report.completed, report.requests, "no request lost");
+        assert_eq!(report.failed, 0);
+    }
+    gpu.synchronize().unwrap();
+    let (free_after, _) = gpu.memory_info().unwrap();
+    assert!(
+        free_after + (8 << 20) >= free_before,
+        "device memory back to its starting level: {free_before} -> {free_after}"
+    );
+}

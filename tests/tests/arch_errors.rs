@@ -1,0 +1,399 @@
+//! Architecture compile errors, checked by building for the GPU: asking for a prefetch
+//! instruction the target architecture lacks must fail to compile with a message that names
+//! the architecture needed (and, where there is one, the portable alternative), the same
+//! source must build from that architecture on with the instruction in its PTX, and the
+//! `portable` forms must build everywhere, falling back to `prefetch.global.L2`.
+//!
+//! trybuild compiles for the host, where these checks cannot fire, so this test builds the
+//! fixture crates of `tests/arch-errors/` with `lookahead-builder` for sm_70, sm_80 and
+//! sm_90, in the same `target/lookahead-ptx/sm_XX` directories as every build script (`core`
+//! and the device runtime are already compiled there: each fixture build takes about a
+//! second).
+//!
+//! It has its own `main` (`harness = false`) because rustc runs the linker of each nested
+//! build, and the builder's linker is this executable in link mode. Like a libtest binary it
+//! accepts a name filter, `--list`, and `--ignored` (it has no GPU tests, so `--ignored`, as
+//! `scripts/gpu-tests.sh run` passes it, runs nothing).
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use lookahead_builder::{link, ptx, Arch, BuildError, KernelBuilder};
+use lookahead_tests::lines_inside_loops;
+
+/// An instruction that one architecture has and older ones lack, asked for without
+/// `portable`.
+struct Needs {
+    /// Fixture crate (`tests/arch-errors/<dir>`), one kernel in it.
+    dir: &'static str,
+    /// Its kernel.
+    kernel: &'static str,
+    /// The newest architecture without the instruction: the build must fail there.
+    too_old: Arch,
+    /// The first architecture with it: the build must succeed there.
+    first: Arch,
+    /// What the error message must say.
+    message: &'static str,
+    /// The alternative the message must suggest, if there is one.
+    suggests: Option<&'static str>,
+    /// For `#[prefetch_next]` errors (raised by the macro, so they have a span): the text at
+    /// which the error must point in the fixture, as `--> path:line:column`.
+    points_at: Option<&'static str>,
+    /// The PTX instruction the build for `first` must contain.
+    instruction: &'static str,
+    /// Whether that instruction must sit inside a loop (the `#[prefetch_next]` forms).
+    in_loop: bool,
+}
+
+const NEEDS: [Needs; 8] = [
+    Needs {
+        dir: "loop-bulk",
+        kernel: "loop_bulk",
+        too_old: Arch::SM_80,
+        first: Arch::SM_90,
+        message: "#[prefetch_next(level = bulk)] needs sm_90 (Hopper) or newer",
+        suggests: Some("Add `portable` to fall back to per-line `prefetch.global.L2`"),
+        points_at: Some("level = bulk)]"),
+        instruction: "cp.async.bulk.prefetch.L2.global [",
+        in_loop: true,
+    },
+    Needs {
+        dir: "loop-l2-evict-last",
+        kernel: "loop_evict_last",
+        too_old: Arch::SM_70,
+        first: Arch::SM_80,
+        message: "#[prefetch_next(level = l2_evict_last)] needs sm_80 (Ampere) or newer",
+        suggests: Some("Add `portable` to fall back to plain `prefetch.global.L2`"),
+        points_at: Some("level = l2_evict_last)]"),
+        instruction: "prefetch.global.L2::evict_last [",
+        in_loop: true,
+    },
+    Needs {
+        dir: "loop-l2-evict-normal",
+        kernel: "loop_evict_normal",
+        too_old: Arch::SM_70,
+        first: Arch::SM_80,
+        message: "#[prefetch_next(level = l2_evict_normal)] needs sm_80 (Ampere) or newer",
+        suggests: Some("Add `portable` to fall back to plain `prefetch.global.L2`"),
+        points_at: Some("level = l2_evict_normal)]"),
+        instruction: "prefetch.global.L2::evict_normal [",
+        in_loop: true,
+    },
+    Needs {
+        dir: "bulk-prefetch-slice",
+        kernel: "call_bulk_prefetch_slice",
+        too_old: Arch::SM_80,
+        first: Arch::SM_90,
+        message: "bulk_prefetch_slice (cp.async.bulk.prefetch.L2.global) needs sm_90 (Hopper) or newer",
+        suggests: Some("use bulk_prefetch_slice_portable"),
+        points_at: None,
+        instruction: "cp.async.bulk.prefetch.L2.global [",
+        in_loop: false,
+    },
+    Needs {
+        dir: "bulk-prefetch-l2",
+        kernel: "call_bulk_prefetch_l2",
+        too_old: Arch::SM_80,
+        first: Arch::SM_90,
+        message: "bulk_prefetch_l2 (cp.async.bulk.prefetch.L2.global) needs sm_90 (Hopper) or newer",
+        suggests: Some("use bulk_prefetch_slice_portable"),
+        points_at: None,
+        instruction: "cp.async.bulk.prefetch.L2.global [",
+        in_loop: false,
+    },
+    Needs {
+        dir: "prefetch-l2-evict-last",
+        kernel: "call_prefetch_l2_evict_last",
+        too_old: Arch::SM_70,
+        first: Arch::SM_80,
+        message: "prefetch_l2_evict_last (prefetch.global.L2::evict_last) needs sm_80 (Ampere) or newer",
+        suggests: Some("use prefetch_l2 on older GPUs"),
+        points_at: None,
+        instruction: "prefetch.global.L2::evict_last [",
+        in_loop: false,
+    },
+    Needs {
+        dir: "prefetch-l2-evict-normal",
+        kernel: "call_prefetch_l2_evict_normal",
+        too_old: Arch::SM_70,
+        first: Arch::SM_80,
+        message: "prefetch_l2_evict_normal (prefetch.global.L2::evict_normal) needs sm_80 (Ampere) or newer",
+        suggests: None,
+        points_at: None,
+        instruction: "prefetch.global.L2::evict_normal [",
+        in_loop: false,
+    },
+    Needs {
+        dir: "apply-priority-evict-normal",
+        kernel: "call_apply_priority_evict_normal",
+        too_old: Arch::SM_70,
+        first: Arch::SM_80,
+        message: "apply_priority_evict_normal (applypriority) needs sm_80 (Ampere) or newer",
+        suggests: None,
+        points_at: None,
+        instruction: "applypriority.global.L2::evict_normal [",
+        in_loop: false,
+    },
+];
+
+fn fixture(dir: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("arch-errors")
+        .join(dir)
+}
+
+/// Builds fixture `dir` for `arch` through `lookahead-builder`, this executable linking.
+fn build(dir: &str, arch: Arch) -> Result<String, BuildError> {
+    let exe = env::current_exe().expect("the test executable's path");
+    let mut builder = KernelBuilder::new(fixture(dir))
+        .archs([arch])
+        .linker_exe(exe);
+    // The directory build scripts use (`<target>/lookahead-ptx`, unless
+    // LOOKAHEAD_PTX_TARGET_DIR says otherwise, which the builder then reads itself).
+    if env::var_os("LOOKAHEAD_PTX_TARGET_DIR").is_none() {
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("CARGO_TARGET_TMPDIR is <target>/tmp");
+        builder = builder.target_dir(target.join("lookahead-ptx"));
+    }
+    let built = builder.build()?;
+    let [one] = built.as_slice() else {
+        panic!("asked for one architecture, got {} modules", built.len())
+    };
+    Ok(fs::read_to_string(&one.path).expect("reading the PTX the builder wrote"))
+}
+
+/// The compiler's error output for a build that must fail.
+fn build_error(dir: &str, arch: Arch) -> Result<String, String> {
+    match build(dir, arch) {
+        Ok(_) => Err(format!(
+            "{dir} built for {arch}, but must fail to compile there"
+        )),
+        Err(BuildError::ToolFailed { stderr, .. }) => Ok(stderr),
+        Err(e) => Err(format!(
+            "{dir} for {arch}: the build failed, but not with a compile error: {e}"
+        )),
+    }
+}
+
+/// The PTX of a build that must succeed.
+fn build_ok(dir: &str, arch: Arch) -> Result<String, String> {
+    build(dir, arch).map_err(|e| format!("{dir} must build for {arch}: {e}"))
+}
+
+/// The compile errors in cargo's output: `(headline, location)`, the location being the
+/// `path:line:column` of the `-->` line right after the headline.
+fn errors(stderr: &str) -> Vec<(String, Option<String>)> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("error") && !l.starts_with("error: could not compile"))
+        .map(|(i, l)| {
+            let location = lines
+                .get(i + 1)
+                .and_then(|n| n.trim_start().strip_prefix("--> "))
+                .map(str::to_string);
+            (l.to_string(), location)
+        })
+        .collect()
+}
+
+/// `tests/arch-errors/<dir>/src/lib.rs:line:column` of the first `needle` in the fixture
+/// (where `#[prefetch_next]` errors point: the level's name).
+fn location_of(dir: &str, needle: &str) -> String {
+    let path = fixture(dir).join("src/lib.rs");
+    let text = fs::read_to_string(&path).expect("reading the fixture");
+    let (line, col) = text
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.find(needle).map(|c| (i + 1, c + 1)))
+        .unwrap_or_else(|| panic!("{needle:?} not in {}", path.display()));
+    // The level name starts after "level = ".
+    format!(
+        "tests/arch-errors/{dir}/src/lib.rs:{line}:{}",
+        col + "level = ".len()
+    )
+}
+
+fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// Too old: the error names the architecture (and the alternative) and, for the macro,
+/// points at the fixture; any other error is about the same architecture (the device
+/// runtime's `bulk_prefetch_slice` also reports the `bulk_prefetch_l2` it calls). First
+/// architecture with the instruction: it builds and the PTX has the instruction.
+fn needs_case(n: &Needs) -> Result<(), String> {
+    let stderr = build_error(n.dir, n.too_old)?;
+    let errs = errors(&stderr);
+    let (headline, location) = errs
+        .iter()
+        .find(|(h, _)| h.contains(n.message))
+        .ok_or_else(|| {
+            format!(
+                "{} for {}: no error says {:?}:\n{stderr}",
+                n.dir, n.too_old, n.message
+            )
+        })?;
+    for (h, _) in &errs {
+        check(h.contains(&format!("needs {}", n.first)), || {
+            format!(
+                "{} for {}: an error that does not name {}: {h}\n{stderr}",
+                n.dir, n.too_old, n.first
+            )
+        })?;
+    }
+    if let Some(alt) = n.suggests {
+        check(headline.contains(alt), || {
+            format!("the error does not suggest {alt:?}:\n{stderr}")
+        })?;
+    }
+    if let Some(needle) = n.points_at {
+        let want = location_of(n.dir, needle);
+        check(location.as_deref() == Some(want.as_str()), || {
+            format!("the error should point at {want}, points at {location:?}:\n{stderr}")
+        })?;
+    }
+
+    let text = build_ok(n.dir, n.first)?;
+    let body = ptx::entry_body(&text, n.kernel)
+        .ok_or_else(|| format!("{} for {}: no entry {}", n.dir, n.first, n.kernel))?;
+    check(body.contains(n.instruction), || {
+        format!(
+            "{} for {}: {} lacks {:?}:\n{body}",
+            n.dir, n.first, n.kernel, n.instruction
+        )
+    })?;
+    if n.in_loop {
+        check(!lines_inside_loops(body, n.instruction).is_empty(), || {
+            format!(
+                "{} for {}: {:?} is not inside the loop:\n{body}",
+                n.dir, n.first, n.instruction
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// One test: `Ok`, or what went wrong.
+type Case = Box<dyn Fn() -> Result<(), String>>;
+
+const BULK: &str = "cp.async.bulk.prefetch.L2.global [";
+const EVICT_LAST: &str = "prefetch.global.L2::evict_last [";
+const L2: &str = "prefetch.global.L2 [";
+
+/// The `portable` forms build for every architecture: the instruction from the architecture
+/// that has it, `prefetch.global.L2` (inside the loop) below it.
+fn portable_case(arch: Arch) -> Result<(), String> {
+    let text = build_ok("portable", arch)?;
+    let body = |kernel: &str| {
+        ptx::entry_body(&text, kernel).ok_or_else(|| format!("portable for {arch}: no {kernel}"))
+    };
+    let has_bulk = arch >= Arch::SM_90;
+    let has_evict_last = arch >= Arch::SM_80;
+    let cases = [
+        ("loop_bulk_portable", BULK, has_bulk, true),
+        ("loop_evict_last_portable", EVICT_LAST, has_evict_last, true),
+        ("call_bulk_prefetch_slice_portable", BULK, has_bulk, false),
+    ];
+    for (kernel, instruction, native, in_loop) in cases {
+        let body = body(kernel)?;
+        let want = if native { instruction } else { L2 };
+        let placed = if in_loop {
+            !lines_inside_loops(body, want).is_empty()
+        } else {
+            body.contains(want)
+        };
+        check(placed, || {
+            format!("{kernel} for {arch}: expected {want:?}{}:\n{body}", {
+                if in_loop {
+                    " inside the loop"
+                } else {
+                    ""
+                }
+            })
+        })?;
+        check(native || !body.contains(instruction), || {
+            format!("{kernel} for {arch} must not contain {instruction:?}:\n{body}")
+        })?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    // Started by a nested rustc as the PTX linker.
+    if link::in_link_mode() {
+        std::process::exit(link::link_from_args());
+    }
+    let args: Vec<String> = env::args().skip(1).collect();
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    let filter = args.iter().find(|a| !a.starts_with('-'));
+
+    let mut cases: Vec<(String, Case)> = Vec::new();
+    for n in &NEEDS {
+        cases.push((
+            format!(
+                "needs_{}_{}_fails_on_{}",
+                n.dir.replace('-', "_"),
+                n.first,
+                n.too_old
+            ),
+            Box::new(move || needs_case(n)),
+        ));
+    }
+    for arch in [Arch::SM_70, Arch::SM_80, Arch::SM_90] {
+        cases.push((
+            format!("portable_builds_for_{arch}"),
+            Box::new(move || portable_case(arch)),
+        ));
+    }
+    cases.retain(|(name, _)| filter.is_none_or(|f| name.contains(f.as_str())));
+
+    if flag("--list") {
+        for (name, _) in &cases {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    if flag("--ignored") {
+        println!("arch_errors: no ignored (GPU) tests; 0 run");
+        return ExitCode::SUCCESS;
+    }
+
+    println!("\nrunning {} tests", cases.len());
+    let started = Instant::now();
+    let mut failed = Vec::new();
+    for (name, case) in &cases {
+        let t = Instant::now();
+        match case() {
+            Ok(()) => println!("test {name} ... ok ({:.1} s)", t.elapsed().as_secs_f64()),
+            Err(why) => {
+                println!("test {name} ... FAILED");
+                failed.push((name, why));
+            }
+        }
+    }
+    for (name, why) in &failed {
+        println!("\n---- {name} ----\n{why}");
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed; finished in {:.1} s\n",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        cases.len() - failed.len(),
+        failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
