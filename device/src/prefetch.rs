@@ -80,7 +80,7 @@ prefetch_insn!(
 prefetch_insn!(
     /// Brings the line into L2 with the normal eviction priority (`prefetch.global.L2::evict_normal`).
     prefetch_l2_evict_normal, "prefetch.global.L2::evict_normal", L2EvictNormal,
-    needs "sm_80", "prefetch_l2_evict_normal (prefetch.global.L2::evict_normal) needs sm_80 (Ampere) or newer"
+    needs "sm_80", "prefetch_l2_evict_normal (prefetch.global.L2::evict_normal) needs sm_80 (Ampere) or newer; use prefetch_l2 on older GPUs (normal priority is what it gives anyway)"
 );
 
 /// Resets the L2 eviction priority of the 128-byte line at `ptr` to normal
@@ -90,7 +90,7 @@ prefetch_insn!(
 pub fn apply_priority_evict_normal<T>(ptr: *const T) {
     needs_arch!(
         "sm_80",
-        "apply_priority_evict_normal (applypriority) needs sm_80 (Ampere) or newer"
+        "apply_priority_evict_normal (applypriority) needs sm_80 (Ampere) or newer; older GPUs have no eviction priorities to reset, so leave the call out there (`#[cfg(target_feature = \"sm_80\")]`)"
     );
     // SAFETY: a cache-priority hint cannot fault.
     gpu_or_host!(
