@@ -282,17 +282,6 @@ impl RequestQueue {
         }
     }
 
-    /// Whether `flag`'s range has been reported resident for this launch, without waiting
-    /// (a single load; `false` for a disabled queue).
-    #[inline(always)]
-    pub fn is_ready(&self, flag: u32) -> bool {
-        if self.capacity == 0 || flag >= self.num_flags {
-            return false;
-        }
-        // SAFETY: `flag < num_flags`.
-        unsafe { mem::load_acquire_system(self.ready.add(flag as usize)) == self.generation }
-    }
-
     /// Waits until `flag`'s range has arrived, the request fell back, or the queue's time
     /// bound passes. Call it from one thread of a block, then `sync_threads()`.
     pub fn wait_ready(&self, flag: u32) -> Readiness {

@@ -290,6 +290,26 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
         }
     };
 
+    // The plain body and its entry, the same with or without `level = auto` loops (with
+    // them, the body without their hints; the hinted twin is added below).
+    let plain_source = if auto { &plain_block } else { &f.block };
+    let plain_body = quote! {
+        #(#docs)*
+        #[allow(dead_code, clippy::all, unused_mut, unused_variables)]
+        #[inline(always)]
+        #(#other_attrs)*
+        #unsafety fn #body_fn(#inputs) #plain_source
+    };
+    let plain_entry = quote! {
+        #[cfg(target_arch = "nvptx64")]
+        #(#docs)*
+        #[no_mangle]
+        #[allow(clippy::missing_safety_doc, non_snake_case)]
+        pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
+            #[allow(unused_unsafe)]
+            unsafe { #body_fn(#(#rebuilt),*) }
+        }
+    };
     let (bodies, entries, host_items) = if auto {
         let hinted_block = &f.block;
         let run = quote! {
@@ -318,11 +338,7 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
         );
         (
             quote! {
-                #(#docs)*
-                #[allow(dead_code, clippy::all, unused_mut, unused_variables)]
-                #[inline(always)]
-                #(#other_attrs)*
-                #unsafety fn #body_fn(#inputs) #plain_block
+                #plain_body
 
                 #[doc(hidden)]
                 #[allow(dead_code, clippy::all, unused_mut, unused_variables, non_snake_case)]
@@ -331,14 +347,7 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
                 #unsafety fn #hinted_body_fn(#inputs) #hinted_block
             },
             quote! {
-                #[cfg(target_arch = "nvptx64")]
-                #(#docs)*
-                #[no_mangle]
-                #[allow(clippy::missing_safety_doc, non_snake_case)]
-                pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
-                    #[allow(unused_unsafe)]
-                    unsafe { #body_fn(#(#rebuilt),*) }
-                }
+                #plain_entry
 
                 /// The hinted entry of a kernel with `#[prefetch_next(level = auto)]` loops.
                 #[cfg(target_arch = "nvptx64")]
@@ -398,7 +407,6 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
             },
         )
     } else {
-        let block = &f.block;
         let run = quote! {
             let _ = __lk_variant;
             #[allow(unused_unsafe)]
@@ -406,23 +414,8 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
         };
         let body = launch_body(quote!(#au::Plan::fixed(#au::Variant::Plain)), run);
         (
-            quote! {
-                #(#docs)*
-                #[allow(dead_code, clippy::all, unused_mut, unused_variables)]
-                #[inline(always)]
-                #(#other_attrs)*
-                #unsafety fn #body_fn(#inputs) #block
-            },
-            quote! {
-                #[cfg(target_arch = "nvptx64")]
-                #(#docs)*
-                #[no_mangle]
-                #[allow(clippy::missing_safety_doc, non_snake_case)]
-                pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
-                    #[allow(unused_unsafe)]
-                    unsafe { #body_fn(#(#rebuilt),*) }
-                }
-            },
+            plain_body,
+            plain_entry,
             quote! {
                 // A kernel without `level = auto` loops has one entry.
                 const HINTED_NAME: &str = NAME;

@@ -148,11 +148,6 @@ impl Machinery {
     pub fn stop_service(&mut self) -> Option<lookahead_uvm::ServiceReport> {
         self.service.take().map(PrefetchService::stop)
     }
-
-    /// The request ring (for its residency bookkeeping).
-    pub fn ring(&self) -> &RequestRing {
-        &self.ring
-    }
 }
 
 /// Sizes a search's device buffers were allocated for.

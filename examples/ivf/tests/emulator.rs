@@ -107,15 +107,7 @@ fn emulated_ivf_search_matches_the_cpu_reference() {
             hints,
             ..EmulatedParams::default()
         };
-        let got = emulated::search(
-            &emu,
-            &f.layout,
-            &f.lists,
-            &f.queries,
-            params,
-            RequestQueue::disabled(),
-        )
-        .unwrap();
+        let got = without_queue(&emu, &f, params);
         assert!(got.probed_lists > 0 && got.probed_lists <= 24);
         assert!(got.wanted.is_empty(), "a disabled queue asks for nothing");
         check_against_cpu(&f, &got, params.nprobe, &format!("hints {hints}"));
@@ -139,30 +131,15 @@ fn emulated_ivf_search_matches_the_cpu_reference() {
 fn chunk_sizes_and_grid_shapes_give_the_same_answer() {
     let f = fixture(fresh_seed(), 16);
     let emu = Emulator::new();
-    let base = emulated::search(
-        &emu,
-        &f.layout,
-        &f.lists,
-        &f.queries,
-        EmulatedParams::default(),
-        RequestQueue::disabled(),
-    )
-    .unwrap();
+    let base = without_queue(&emu, &f, EmulatedParams::default());
     check_against_cpu(&f, &base, 4, "chunk 64");
     for (chunk_rows, scan_blocks) in [(7, 1), (1000, 3), (33, 9)] {
-        let got = emulated::search(
-            &emu,
-            &f.layout,
-            &f.lists,
-            &f.queries,
-            EmulatedParams {
-                chunk_rows,
-                scan_blocks,
-                ..EmulatedParams::default()
-            },
-            RequestQueue::disabled(),
-        )
-        .unwrap();
+        let params = EmulatedParams {
+            chunk_rows,
+            scan_blocks,
+            ..EmulatedParams::default()
+        };
+        let got = without_queue(&emu, &f, params);
         assert_eq!(
             got.ids, base.ids,
             "chunk {chunk_rows}, {scan_blocks} blocks"

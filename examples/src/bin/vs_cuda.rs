@@ -395,13 +395,12 @@ impl Bench for Reduce {
         Ok(())
     }
     fn launch_m(&self, stream: &CudaStream, f: &CudaFunction) -> Res<()> {
-        let (x, o) = (addr(&self.x, stream), addr(&self.out, stream));
-        let one = 1usize;
-        let mut l = stream.launch_builder(f);
-        l.arg(&x).arg(&self.n).arg(&o).arg(&one);
-        // SAFETY: (x: &[f32], out: &mut [f32]) lowered to pointer + length.
-        unsafe { l.launch(self.cfg) }?;
-        Ok(())
+        let p = [
+            (addr(&self.x, stream), self.n),
+            (addr(&self.out, stream), 1),
+        ];
+        // SAFETY: (x: &[f32], out: &mut [f32]).
+        unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
     fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
         let x = self.x.slice(0..self.n);
@@ -474,17 +473,13 @@ impl Bench for Gather {
         Ok(())
     }
     fn launch_m(&self, stream: &CudaStream, f: &CudaFunction) -> Res<()> {
-        let (s, i, o) = (
-            addr(&self.src, stream),
-            addr(&self.idx, stream),
-            addr(&self.out, stream),
-        );
-        let m = self.src.len();
-        let mut l = stream.launch_builder(f);
-        l.arg(&s).arg(&m).arg(&i).arg(&self.n).arg(&o).arg(&self.n);
-        // SAFETY: (src: &[f32], idx: &[u32], out: &mut [f32]) lowered to pointer + length.
-        unsafe { l.launch(self.cfg) }?;
-        Ok(())
+        let p = [
+            (addr(&self.src, stream), self.src.len()),
+            (addr(&self.idx, stream), self.n),
+            (addr(&self.out, stream), self.n),
+        ];
+        // SAFETY: (src: &[f32], idx: &[u32], out: &mut [f32]).
+        unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
     fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
         bench_kernels::gather_m_auto::launch(
@@ -602,14 +597,8 @@ impl Bench for Spmv {
             (addr(&self.x, stream), self.cols),
             (addr(&self.y, stream), self.rows),
         ];
-        let mut l = stream.launch_builder(f);
-        for (a, n) in &p {
-            l.arg(a).arg(n);
-        }
-        // SAFETY: (row_ptr, col: &[u32], val, x: &[f32], y: &mut [f32]) lowered to
-        // pointer + length.
-        unsafe { l.launch(self.cfg) }?;
-        Ok(())
+        // SAFETY: (row_ptr, col: &[u32], val, x: &[f32], y: &mut [f32]).
+        unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
     fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
         let (col, val) = (self.col.slice(0..self.nnz), self.val.slice(0..self.nnz));
@@ -730,14 +719,9 @@ impl Bench for Ivf {
             (addr(&self.dist, stream), self.total),
             (addr(&self.list_min, stream), self.lists),
         ];
-        let mut l = stream.launch_builder(f);
-        for (a, n) in &p {
-            l.arg(a).arg(n);
-        }
         // SAFETY: (list_off: &[u32], vecs, query: &[f32], dist: &mut [f32],
-        // list_min: &mut [u32]) lowered to pointer + length.
-        unsafe { l.launch(self.cfg) }?;
-        Ok(())
+        // list_min: &mut [u32]).
+        unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
     fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
         let vecs = self.vecs.slice(0..self.total * DIM);
@@ -868,6 +852,26 @@ impl Bench for Chase {
 fn addr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     let (p, _sync) = s.device_ptr(stream);
     p
+}
+
+/// Launches `f` with `slices` as its parameters, each lowered to a pointer and a length as
+/// `#[kernel]` lowers `&[T]` / `&mut [T]`.
+///
+/// # Safety
+/// `f`'s parameters must be exactly these slices, in this order, each pointer valid for its
+/// length.
+unsafe fn launch_slices(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    cfg: LaunchConfig,
+    slices: &[(u64, usize)],
+) -> Res<()> {
+    let mut l = stream.launch_builder(f);
+    for (ptr, len) in slices {
+        l.arg(ptr).arg(len);
+    }
+    l.launch(cfg)?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
