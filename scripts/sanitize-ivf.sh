@@ -2,7 +2,7 @@
 # compute-sanitizer on the IVF kernels (run on the GPU machine, after
 # `bash scripts/gpu-tests.sh build` here and with carry [".device"]):
 #   memcheck: out-of-bounds and misaligned global/shared accesses, with every policy's
-#             code path (faults, in-kernel hints, GPU-driven requests);
+#             code path (faults, in-kernel hints, GPU-driven requests, GPU-driven pull);
 #   racecheck: shared-memory hazards in the scan's tiles and the warp merges.
 # A small index keeps the instrumented runs short. Exits non-zero on any reported error.
 set -euo pipefail
@@ -12,13 +12,15 @@ command -v "$SAN" >/dev/null || SAN=/usr/local/cuda/bin/compute-sanitizer
 BIN=.device/bin/ivf_search
 ARGS=(--vectors 60000 --dim 64 --nlist 64 --queries 64 --nprobe 4 --recall-sample 8)
 failed=0
-for policy in faults kernel-hints gpu-requests; do
+for policy in faults kernel-hints gpu-requests gpu-pull; do
     echo "== memcheck, policy $policy"
     "$SAN" --tool memcheck --error-exitcode 99 "$BIN" "${ARGS[@]}" --policy "$policy" || failed=$((failed + 1))
 done
 for tool in racecheck synccheck; do
-    echo "== $tool, policy faults"
-    "$SAN" --tool "$tool" --error-exitcode 99 "$BIN" "${ARGS[@]}" --policy faults || failed=$((failed + 1))
+    for policy in faults gpu-pull; do
+        echo "== $tool, policy $policy"
+        "$SAN" --tool "$tool" --error-exitcode 99 "$BIN" "${ARGS[@]}" --policy "$policy" || failed=$((failed + 1))
+    done
 done
 echo "sanitize-ivf: $failed failing run(s)"
 [ "$failed" = 0 ]

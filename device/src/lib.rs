@@ -35,6 +35,7 @@ pub mod index;
 #[cfg(target_arch = "nvptx64")]
 mod panic;
 pub mod prefetch;
+pub mod pull;
 pub mod requests;
 pub mod shared;
 pub mod sync;
@@ -60,7 +61,9 @@ pub mod prelude {
     pub use crate::prefetch;
     pub use crate::prefetch::PrefetchPart;
     pub use crate::shared_array;
-    pub use crate::sync::{fence_block, fence_gpu, fence_system, nanosleep, sync_threads};
+    pub use crate::sync::{
+        fence_block, fence_gpu, fence_system, globaltimer_ns, nanosleep, sync_threads,
+    };
     pub use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut};
     pub use crate::warp;
     pub use crate::SharedArray;

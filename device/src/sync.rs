@@ -1,4 +1,4 @@
-//! Barriers, memory fences and sleeping.
+//! Barriers, memory fences, sleeping and the clock.
 
 /// Waits until every thread of the block reaches this barrier (`bar.sync 0`).
 /// Every thread of the block must call it, or the block deadlocks.
@@ -52,6 +52,28 @@ pub fn nanosleep(ns: u32) {
             // The emulator lets the block's other threads run instead of sleeping.
             let _ = ns;
             lookahead_emu::hooks::sleep()
+        }
+    )
+}
+
+/// The GPU's global nanosecond clock (`%globaltimer`), comparable across SMs (on the host
+/// emulator: nanoseconds since the Unix epoch).
+#[inline(always)]
+pub fn globaltimer_ns() -> u64 {
+    gpu_or_host!(
+        {
+            let t: u64;
+            // SAFETY: reads the global timer register.
+            unsafe {
+                core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack, nomem))
+            };
+            t
+        },
+        {
+            extern crate std;
+            std::time::UNIX_EPOCH
+                .elapsed()
+                .map_or(0, |d| d.as_nanos() as u64)
         }
     )
 }

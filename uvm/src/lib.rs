@@ -12,7 +12,9 @@
 //!   fault path. A full ring, a stopped or never-started service, or a slow host never
 //!   lose a request, hang a kernel or change a result.
 //! - [`Policy`]: faults, in-kernel hints, prefetch-all, host-selected ranges, GPU-driven
-//!   requests, remote mapping, and `Auto`, which [`policy::choose`]s from an
+//!   requests, remote mapping, the GPU-driven pull (the kernel copies what it needs over
+//!   the interconnect into a device cache, with
+//!   [`lookahead_device::pull`]), and `Auto`, which [`policy::choose`]s from an
 //!   [`AccessPattern`] and a [`MachineProfile`] measured by the start-up probe.
 
 pub mod kernels;

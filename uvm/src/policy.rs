@@ -21,23 +21,44 @@ pub enum Policy {
     /// The kernel publishes the ranges it will need to a request ring; a host service
     /// prefetches them and sets per-range ready flags the kernel waits on.
     GpuRequests,
-    /// No migration: preferred location host + accessed-by GPU; the kernel reads over the
-    /// interconnect. Best for data read once.
+    /// No migration: the buffer is mapped for the GPU (accessed-by advice), so the kernel
+    /// reads host-resident pages over the interconnect. Best for data read once.
     RemoteMap,
+    /// GPU-driven pull: the buffer is mapped for the GPU as for [`Policy::RemoteMap`], and
+    /// the kernel itself copies the ranges it needs over the interconnect into a
+    /// device-memory cache (a few warps copy, the others wait per range and read the cache),
+    /// so cold data arrives at the interconnect's streaming rate with no host round trip
+    /// and no page migration. What was copied stays cached for later launches. Needs device
+    /// memory for the cache, and the buffer must not change while it is cached.
+    GpuPull,
     /// Pick one of the above per launch from the pattern and the machine's measurements.
     Auto,
 }
 
 impl Policy {
     /// Every concrete policy, in the order benchmarks report them.
-    pub const CONCRETE: [Policy; 6] = [
+    pub const CONCRETE: [Policy; 7] = [
         Policy::Faults,
         Policy::KernelHints,
         Policy::PrefetchAll,
         Policy::HostSelected,
         Policy::GpuRequests,
         Policy::RemoteMap,
+        Policy::GpuPull,
     ];
+
+    /// Whether the policy reads the buffer through a GPU mapping of host-resident pages
+    /// (accessed-by advice), rather than migrating them.
+    pub fn maps_for_gpu(self) -> bool {
+        matches!(self, Policy::RemoteMap | Policy::GpuPull)
+    }
+
+    /// Whether the policy relies on page faults migrating the pages, which the accessed-by
+    /// advice of [`Policy::maps_for_gpu`] would turn into remote reads. The other policies
+    /// migrate explicitly and work under either mapping.
+    pub fn needs_faults(self) -> bool {
+        matches!(self, Policy::Faults | Policy::KernelHints)
+    }
 
     /// A short name for tables and command lines.
     pub fn name(self) -> &'static str {
@@ -48,6 +69,7 @@ impl Policy {
             Policy::HostSelected => "host-selected",
             Policy::GpuRequests => "gpu-requests",
             Policy::RemoteMap => "remote-map",
+            Policy::GpuPull => "gpu-pull",
             Policy::Auto => "auto",
         }
     }
@@ -69,7 +91,7 @@ impl std::str::FromStr for Policy {
             .copied()
             .ok_or_else(|| {
                 format!(
-                    "unknown policy `{s}`; expected one of: faults, kernel-hints, prefetch-all, host-selected, gpu-requests, remote-map, auto"
+                    "unknown policy `{s}`; expected one of: faults, kernel-hints, prefetch-all, host-selected, gpu-requests, remote-map, gpu-pull, auto"
                 )
             })
     }
@@ -86,6 +108,15 @@ pub struct AccessPattern {
     pub ranges: u64,
     /// How many times the same needed bytes will be read in total (1: once).
     pub expected_passes: f64,
+    /// Whether the buffer is already mapped for the GPU (accessed-by advice): then
+    /// [`Policy::RemoteMap`] and [`Policy::GpuPull`] pay no advice. (Clearing the advice
+    /// for the fault-driven policies is nearly free.)
+    #[serde(default)]
+    pub mapped_for_gpu: bool,
+    /// Whether a device-memory cache for [`Policy::GpuPull`] is available; without one
+    /// `Auto` never picks it.
+    #[serde(default)]
+    pub device_cache: bool,
 }
 
 /// The estimated cost of one policy for a pattern.
@@ -120,8 +151,10 @@ pub fn migrate_gbps(m: &MachineProfile, avg_range: f64) -> f64 {
 ///
 /// The model: the first pass moves the needed bytes (or the whole buffer) at the measured
 /// rate of the mechanism; later passes read resident data at device-memory speed, except
-/// [`Policy::RemoteMap`], which reads over the interconnect every pass and first pays for
-/// its advice on the whole buffer. GPU-driven requests migrate at the host prefetch rate for
+/// [`Policy::RemoteMap`], which reads over the interconnect every pass. The two policies
+/// that map the buffer for the GPU pay for the advice on the whole buffer unless it is
+/// already mapped; [`Policy::GpuPull`] copies at the remote-read rate (its copy warps are
+/// the remote read) into its cache, and is ruled out without one. GPU-driven requests migrate at the host prefetch rate for
 /// the ranges' size (the service merges adjacent ranges into large calls), and are ruled out
 /// when the probe saw a request not arrive; host-selected ranges add a host round trip and a
 /// per-call cost.
@@ -134,7 +167,11 @@ pub fn estimate(pattern: &AccessPattern, m: &MachineProfile) -> Vec<Estimate> {
     let avg_range = pattern.needed_bytes as f64 / pattern.ranges.max(1) as f64;
     let migrate = migrate_gbps(m, avg_range);
     let per_range = pattern.ranges as f64 * m.prefetch_call_s;
-    let advice = total * 1e9 / (1u64 << 30) as f64 * m.remote_advice_s_per_gib;
+    let advice = if pattern.mapped_for_gpu {
+        0.0
+    } else {
+        total * 1e9 / (1u64 << 30) as f64 * m.remote_advice_s_per_gib
+    };
     Policy::CONCRETE
         .iter()
         .map(|&policy| {
@@ -162,6 +199,13 @@ pub fn estimate(pattern: &AccessPattern, m: &MachineProfile) -> Vec<Estimate> {
                     }
                 }
                 Policy::RemoteMap => advice + needed / m.remote_gbps.max(1e-3),
+                Policy::GpuPull => {
+                    if pattern.device_cache {
+                        advice + needed / m.remote_gbps.max(1e-3)
+                    } else {
+                        f64::INFINITY
+                    }
+                }
                 Policy::Auto => unreachable!("Auto is not a concrete policy"),
             };
             let rest = match policy {
@@ -217,6 +261,66 @@ mod tests {
             needed_bytes: needed,
             ranges: runs.max(1.0) as u64,
             expected_passes: passes,
+            mapped_for_gpu: false,
+            device_cache: false,
+        }
+    }
+
+    /// `pattern` for a buffer already mapped for the GPU, with a pull cache.
+    fn pull_ready(needed_frac: f64, passes: f64) -> AccessPattern {
+        AccessPattern {
+            mapped_for_gpu: true,
+            device_cache: true,
+            ..pattern(needed_frac, passes)
+        }
+    }
+
+    #[test]
+    fn pull_wins_on_a_mapped_buffer_with_a_cache() {
+        // Remote reads (51 GB/s) beat every migration rate, and the cache makes later
+        // passes resident. (Read once, remote mapping costs the same and needs no cache.)
+        for frac in [0.01, 0.06, 0.25, 1.0] {
+            let once = choose(&pull_ready(frac, 1.0), &h100());
+            assert!(once.maps_for_gpu(), "{frac} {once:?}");
+            for passes in [2.0, 10.0] {
+                assert_eq!(
+                    choose(&pull_ready(frac, passes), &h100()),
+                    Policy::GpuPull,
+                    "{frac} {passes}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pull_needs_a_cache_and_pays_for_unmapped_buffers() {
+        let no_cache = AccessPattern {
+            device_cache: false,
+            ..pull_ready(0.25, 2.0)
+        };
+        assert_ne!(choose(&no_cache, &h100()), Policy::GpuPull);
+        // Mapping 4 GiB (0.16 s) costs more than migrating 6% of it.
+        let unmapped = AccessPattern {
+            mapped_for_gpu: false,
+            ..pull_ready(0.06, 2.0)
+        };
+        assert_eq!(choose(&unmapped, &h100()), Policy::GpuRequests);
+        let e = estimate(&unmapped, &h100());
+        let pull = e.iter().find(|x| x.policy == Policy::GpuPull).unwrap();
+        let mapped = estimate(&pull_ready(0.06, 2.0), &h100());
+        let pull_mapped = mapped.iter().find(|x| x.policy == Policy::GpuPull).unwrap();
+        let advice = 4.0 * 0.04;
+        assert!((pull.first_pass_s - pull_mapped.first_pass_s - advice).abs() < 1e-9);
+    }
+
+    #[test]
+    fn only_the_mapping_policies_map() {
+        for p in Policy::CONCRETE {
+            assert_eq!(
+                p.maps_for_gpu(),
+                matches!(p, Policy::RemoteMap | Policy::GpuPull)
+            );
+            assert!(!(p.maps_for_gpu() && p.needs_faults()), "{p:?}");
         }
     }
 

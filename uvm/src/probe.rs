@@ -27,7 +27,8 @@ pub struct MachineProfile {
     pub bulk_prefetch_gbps: f64,
     /// Many 2 MiB ranges through the multi-threaded prefetch engine.
     pub range_prefetch_gbps: f64,
-    /// Kernel reading host-resident pages in place (preferred location host + accessed by GPU).
+    /// Kernel reading host-resident pages in place, over the interconnect (the range has
+    /// accessed-by advice for this GPU, so it maps the host pages instead of faulting).
     pub remote_gbps: f64,
     /// Kernel reading resident pages.
     pub device_gbps: f64,
@@ -49,8 +50,9 @@ pub struct MachineProfile {
     /// fault path, or timed out.
     #[serde(default)]
     pub request_outcome: String,
-    /// Setting and then clearing the remote-mapping advice (preferred location host,
-    /// accessed by this GPU) on managed memory, seconds per GiB of the advised range.
+    /// Setting and then clearing the remote-mapping advice (accessed by this GPU) on
+    /// managed memory, seconds per GiB of the advised range. (Setting is nearly all of it:
+    /// the driver maps every host-resident page for the GPU.)
     #[serde(default)]
     pub remote_advice_s_per_gib: f64,
     /// How long the probe took, seconds.
@@ -89,7 +91,7 @@ pub fn cache_path(device: &str, driver: &str) -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    let name: String = format!("probe-v2-{device}-{driver}.json")
+    let name: String = format!("probe-v3-{device}-{driver}.json")
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
@@ -227,13 +229,11 @@ impl MachineProfile {
         // 3: remote reads, no migration (and what the advice itself costs).
         let r3 = region(3);
         let t = Instant::now();
-        lookahead::advice::advise(gpu, r3, Advice::SetPreferredLocation(Location::Host))?;
         lookahead::advice::advise(gpu, r3, Advice::SetAccessedBy(to_gpu))?;
         let mut advice_s = t.elapsed().as_secs_f64();
         let remote_s = timed(&|| kernels.read_words(&stream, r3.start, r3.len / 4, sink_ptr))?;
         let t = Instant::now();
         lookahead::advice::advise(gpu, r3, Advice::UnsetAccessedBy(to_gpu))?;
-        lookahead::advice::advise(gpu, r3, Advice::UnsetPreferredLocation)?;
         advice_s += t.elapsed().as_secs_f64();
         // 5: GPU-driven requests: 32 blocks each ask for a 2 MiB range and wait for it.
         let (request_gbps, request_outcome) = probe_requests(gpu, &kernels, &stream, region(5))?;

@@ -24,8 +24,13 @@ pub struct EmulatedSearch {
     pub probed_lists: usize,
     /// The probed lists, in list order.
     pub probed: Vec<u32>,
-    /// The lists the plan asked the queue for (empty with a disabled queue).
+    /// The lists the plan asked the queue for (empty with a disabled queue), or with
+    /// `pull`, the lists `pull_scan` copied into its cache.
     pub wanted: Vec<u32>,
+    /// With `pull`: probed lists the scan read from the cache (their copy was complete).
+    pub from_cache: usize,
+    /// With `pull`: whether the cache holds exactly the lists' data at every copied list.
+    pub cache_matches: bool,
     /// Work items (pair, chunk) the scan ran.
     pub items: usize,
     /// Floats the scan compared: for each (query, probed list) pair, the list's length
@@ -47,6 +52,11 @@ pub struct EmulatedParams {
     pub hints: bool,
     /// Blocks of the scan kernel.
     pub scan_blocks: u32,
+    /// Run the GPU-driven pull path (`pull_scan` with a fresh cache) instead of `scan`;
+    /// then `copy_warps` of its warps copy.
+    pub pull: bool,
+    /// See `pull`.
+    pub copy_warps: u32,
 }
 
 impl Default for EmulatedParams {
@@ -56,6 +66,8 @@ impl Default for EmulatedParams {
             chunk_rows: 64,
             hints: false,
             scan_blocks: 4,
+            pull: false,
+            copy_warps: 2,
         }
     }
 }
@@ -100,6 +112,8 @@ pub fn search(
     let mut item_pair = vec![u32::MAX; items_cap];
     let mut item_chunk = vec![u32::MAX; items_cap];
     let mut totals = vec![0u32; 4];
+    let mut copied = vec![0u32; nlist.max(1)];
+    let mut copy_first = vec![u32::MAX; nlist + 1];
     ivf_kernels::plan::launch(
         emu,
         LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1)),
@@ -109,6 +123,9 @@ pub fn search(
         dim as u32,
         params.chunk_rows,
         queue,
+        params.pull as u32,
+        &mut copied,
+        &mut copy_first,
         &mut counts,
         &mut slots,
         &mut probed,
@@ -130,27 +147,69 @@ pub fn search(
     let mut cand_i = vec![0u32; items_cap * K];
     let mut readiness = vec![0u32; nlist.max(1)];
     let started = Instant::now();
-    ivf_kernels::scan::launch(
-        emu,
-        LaunchConfig::new((params.scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1)),
-        lists,
-        &layout.offsets,
-        &layout.ids,
-        &queries.data,
-        &probes,
-        &item_pair,
-        &item_chunk,
-        &totals,
-        &pair_cand_off,
-        dim as u32,
-        nprobe as u32,
-        params.chunk_rows,
-        if params.hints { HINT_L2 } else { HINT_NONE },
-        queue,
-        &mut readiness,
-        &mut cand_d,
-        &mut cand_i,
-    )?;
+    let grid = LaunchConfig::new((params.scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
+    let (mut from_cache, mut cache_matches) = (0, true);
+    if params.pull {
+        let mut cache = vec![f32::NAN; lists.len()];
+        let mut work = vec![0u64; ivf_kernels::PULL_WORK_WORDS];
+        ivf_kernels::pull_scan::launch(
+            emu,
+            grid,
+            lists,
+            &mut cache,
+            &mut copied,
+            &wanted,
+            &copy_first,
+            &layout.offsets,
+            &layout.ids,
+            &queries.data,
+            &probes,
+            &item_pair,
+            &item_chunk,
+            &totals,
+            &pair_cand_off,
+            dim as u32,
+            nprobe as u32,
+            params.chunk_rows,
+            params.copy_warps,
+            60_000_000,
+            &mut work,
+            &mut readiness,
+            &mut cand_d,
+            &mut cand_i,
+        )?;
+        from_cache = probed[..probed_lists]
+            .iter()
+            .filter(|&&l| readiness[l as usize] == ivf_kernels::READY_ARRIVED)
+            .count();
+        cache_matches = wanted[..totals[2] as usize].iter().all(|&l| {
+            let r = layout.offsets[l as usize] as usize * dim
+                ..layout.offsets[l as usize + 1] as usize * dim;
+            cache[r.clone()] == lists[r]
+        });
+    } else {
+        ivf_kernels::scan::launch(
+            emu,
+            grid,
+            lists,
+            &layout.offsets,
+            &layout.ids,
+            &queries.data,
+            &probes,
+            &item_pair,
+            &item_chunk,
+            &totals,
+            &pair_cand_off,
+            dim as u32,
+            nprobe as u32,
+            params.chunk_rows,
+            if params.hints { HINT_L2 } else { HINT_NONE },
+            queue,
+            &mut readiness,
+            &mut cand_d,
+            &mut cand_i,
+        )?;
+    }
     let scan_seconds = started.elapsed().as_secs_f64();
     let mut dist = vec![f32::NAN; nq * K];
     let mut ids = vec![0xFFFF_FFFEu32; nq * K];
@@ -169,6 +228,8 @@ pub fn search(
         ids,
         probed_lists,
         wanted: wanted[..totals[2] as usize].to_vec(),
+        from_cache,
+        cache_matches,
         probed: probed[..probed_lists].to_vec(),
         items,
         scanned_floats,

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
-    coarse_config, DEFAULT_CHUNK_ROWS, HINT_L2, HINT_NONE, K, PLAN_THREADS, READY_ARRIVED,
-    READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+    coarse_config, DEFAULT_CHUNK_ROWS, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_WARPS_PER_SM,
+    READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
 use lookahead::launch::LaunchConfig;
 use lookahead::{
@@ -43,13 +43,32 @@ pub struct GpuIndex {
     offsets: CudaSlice<u64>,
     ids: CudaSlice<u32>,
     centroids_t: CudaSlice<f32>,
-    remote_mapped: bool,
+    /// Whether the lists have accessed-by advice for this GPU (see [`GpuIndex::map_for_gpu`]).
+    mapped_for_gpu: bool,
+    /// Whether mapping also sets the preferred location to the host.
+    prefer_host: bool,
+    pull: PullCache,
     chunk_rows: u32,
     max_list_len: usize,
     /// Blocks of the scan that are resident on the GPU at once.
     scan_capacity: u32,
+    /// Warps of `pull_scan` that copy.
+    copy_warps: u32,
     buffers: Option<Buffers>,
 }
+
+/// The device-memory copy of the lists that [`Policy::GpuPull`] reads: `data` has the
+/// layout of the managed lists (allocated at the first pull), and `copied[l]` counts list
+/// `l`'s copied chunks; a list is cached when the count is complete. The lists never change
+/// after [`GpuIndex::new`], so a cached list stays valid until
+/// [`GpuIndex::evict_to_host`] empties the cache.
+struct PullCache {
+    data: Option<CudaSlice<f32>>,
+    copied: CudaSlice<u32>,
+}
+
+/// Device memory left free beside the pull cache (for the search buffers and other work).
+const PULL_CACHE_HEADROOM: usize = 1 << 30;
 
 /// One search's knobs.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +81,8 @@ pub struct SearchParams {
     pub expected_passes: f64,
     /// Most blocks of the scan kernel (0: as many as are resident at once).
     pub max_blocks: u32,
+    /// Warps of the pull kernel that copy (0: [`PULL_COPY_WARPS_PER_SM`] per SM).
+    pub pull_copy_warps: u32,
 }
 
 /// What a search found and what it cost.
@@ -80,10 +101,12 @@ pub struct SearchOutcome {
     /// Wall time of the whole search, seconds (queries uploaded to results on the host).
     pub seconds: f64,
     /// Probed lists the kernel asked the host for (not still resident from an earlier
-    /// request): GPU-driven requests only.
+    /// request) under GPU-driven requests, or copied into its cache (not cached by an
+    /// earlier search) under the GPU-driven pull.
     pub requested: usize,
     /// Probed lists whose data arrived by request before the scan read them, went ahead
-    /// on the fault path (request fell back), or timed out waiting (GPU-driven requests).
+    /// on the fault path (request fell back), or timed out waiting (GPU-driven requests);
+    /// under the pull, read from the cache or (timed out) over the interconnect.
     pub arrived: usize,
     /// See `arrived`.
     pub went_ahead: usize,
@@ -98,6 +121,9 @@ pub struct SearchOutcome {
     pub items: usize,
     /// Per list: how many (query, probe) pairs scanned it (read after the timed part).
     pub list_queries: Vec<u32>,
+    /// Under the GPU-driven pull: seconds from the first copy warp's start to the last
+    /// one's end, by the GPU's clock (0 when nothing was copied).
+    pub pull_copy_seconds: f64,
 }
 
 /// Long-lived machinery shared by searches: the request ring and its service, the
@@ -173,6 +199,8 @@ struct Buffers {
     item_pair: CudaSlice<u32>,
     item_chunk: CudaSlice<u32>,
     totals: CudaSlice<u32>,
+    copy_first: CudaSlice<u32>,
+    work: CudaSlice<u64>,
     readiness: CudaSlice<u32>,
     cand_d: CudaSlice<f32>,
     cand_i: CudaSlice<u32>,
@@ -203,6 +231,8 @@ impl Buffers {
             item_pair: scratch(s, cap.items)?,
             item_chunk: scratch(s, cap.items)?,
             totals: scratch(s, 4)?,
+            copy_first: scratch(s, nlist + 1)?,
+            work: scratch(s, ivf_kernels::PULL_WORK_WORDS)?,
             readiness: scratch(s, nlist)?,
             cand_d: scratch(s, cap.items * K)?,
             cand_i: scratch(s, cap.items * K)?,
@@ -249,7 +279,12 @@ impl GpuIndex {
                 call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                 source,
             })?;
-        let scan_capacity = per_sm.max(1) * gpu.capabilities()?.sm_count.max(1);
+        let sm_count = gpu.capabilities()?.sm_count.max(1);
+        let scan_capacity = per_sm.max(1) * sm_count;
+        let copied = driver(
+            "cuMemAlloc",
+            stream.alloc_zeros::<u32>(layout.nlist().max(1)),
+        )?;
         Ok(GpuIndex {
             gpu: gpu.clone(),
             stream,
@@ -258,10 +293,13 @@ impl GpuIndex {
             offsets,
             ids,
             centroids_t,
-            remote_mapped: false,
+            mapped_for_gpu: false,
+            prefer_host: false,
+            pull: PullCache { data: None, copied },
             chunk_rows: DEFAULT_CHUNK_ROWS,
             max_list_len,
             scan_capacity,
+            copy_warps: PULL_COPY_WARPS_PER_SM * sm_count,
             buffers: None,
         })
     }
@@ -281,45 +319,141 @@ impl GpuIndex {
         &self.stream
     }
 
-    /// Moves every list page to the host (a cold start for the next search), clears any
-    /// remote-mapping advice, and tells `mach`'s ring that nothing it brought over is
-    /// resident any more.
+    /// A cold start for the next search: moves every list page to the host, empties the
+    /// pull cache, and tells `mach`'s ring that nothing it brought over is resident any
+    /// more. The mapping ([`GpuIndex::map_for_gpu`]) stays as it is.
     pub fn evict_to_host(&mut self, mach: &Machinery) -> Result<()> {
-        self.set_remote(false)?;
         self.lists.prefetch(Location::Host, &self.stream)?;
+        let copied = lookahead::untracked::UntrackedMut::new(&mut self.pull.copied, &self.stream);
+        fill32(
+            copied.device_ptr(),
+            self.layout.nlist().max(1),
+            0,
+            &self.stream,
+        )?;
         driver("cuStreamSynchronize", self.stream.synchronize())?;
         mach.ring.forget_resident();
         Ok(())
     }
 
-    /// Moves every list page to the GPU (the everything-resident baseline).
+    /// Moves every list page to the GPU (the everything-resident baseline), unmapped.
     pub fn make_resident(&mut self) -> Result<()> {
-        self.set_remote(false)?;
+        self.map_for_gpu(false)?;
         self.lists
             .prefetch(Location::Device(self.gpu.ordinal()), &self.stream)?;
         driver("cuStreamSynchronize", self.stream.synchronize())
     }
 
-    fn set_remote(&mut self, on: bool) -> Result<()> {
-        if on == self.remote_mapped {
-            return Ok(());
+    /// Maps the lists for this GPU (accessed-by advice: the GPU reads host-resident pages
+    /// over the interconnect instead of faulting them over), or removes the mapping.
+    /// [`Policy::RemoteMap`] and [`Policy::GpuPull`] need it, the fault-driven policies
+    /// need it off, and the others work either way; a search changes it when its policy
+    /// needs, so call this once at set-up to keep its cost out of the searches. Mapping
+    /// costs about 30-50 ms per GiB on the H100 we measured (the driver maps every
+    /// host-resident page); unmapping is nearly free. Returns the seconds it took (0 when
+    /// nothing changed).
+    pub fn map_for_gpu(&mut self, on: bool) -> Result<f64> {
+        if on == self.mapped_for_gpu {
+            return Ok(0.0);
         }
+        let t = Instant::now();
         let me = Location::Device(self.gpu.ordinal());
         if on {
-            self.lists
-                .advise(Advice::SetPreferredLocation(Location::Host))?;
+            if self.prefer_host {
+                self.lists
+                    .advise(Advice::SetPreferredLocation(Location::Host))?;
+            }
             self.lists.advise(Advice::SetAccessedBy(me))?;
         } else {
             self.lists.advise(Advice::UnsetAccessedBy(me))?;
-            self.lists.advise(Advice::UnsetPreferredLocation)?;
+            if self.prefer_host {
+                self.lists.advise(Advice::UnsetPreferredLocation)?;
+            }
         }
-        self.remote_mapped = on;
+        self.mapped_for_gpu = on;
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Whether [`GpuIndex::map_for_gpu`] also sets the host as the lists' preferred
+    /// location (so the driver never moves mapped pages to the GPU on its own; clearing it
+    /// again costs about as much as a migration's page-table work). When the lists are
+    /// mapped, they are mapped again with the new setting; returns the seconds that took.
+    pub fn set_prefer_host(&mut self, on: bool) -> Result<f64> {
+        if on == self.prefer_host {
+            return Ok(0.0);
+        }
+        let was = self.mapped_for_gpu;
+        let mut t = self.map_for_gpu(false)?;
+        self.prefer_host = on;
+        if was {
+            t += self.map_for_gpu(true)?;
+        }
+        Ok(t)
+    }
+
+    /// Sets up what `policy` needs before a search, so that the search does not pay for it:
+    /// the mapping ([`GpuIndex::map_for_gpu`]: on for the policies that read through it,
+    /// off for the fault-driven ones, unchanged for the others) and, for
+    /// [`Policy::GpuPull`], its device-memory cache. For [`Policy::Auto`] it sets up what
+    /// the pull needs (where the cache fits), which leaves `Auto` every policy to choose
+    /// from at no set-up cost. Returns the seconds it took.
+    pub fn prepare(&mut self, policy: Policy) -> Result<f64> {
+        let t = Instant::now();
+        let pull = policy == Policy::GpuPull || (policy == Policy::Auto && self.pull_cache_fits());
+        if policy.maps_for_gpu() || pull {
+            self.map_for_gpu(true)?;
+        } else if policy.needs_faults() {
+            self.map_for_gpu(false)?;
+        }
+        if pull {
+            self.pull_cache()?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Whether the lists are mapped for this GPU.
+    pub fn is_mapped_for_gpu(&self) -> bool {
+        self.mapped_for_gpu
+    }
+
+    /// Whether [`Policy::GpuPull`] can run: its cache is allocated, or fits in free device
+    /// memory with [`PULL_CACHE_HEADROOM`] to spare.
+    pub fn pull_cache_fits(&self) -> bool {
+        self.pull.data.is_some()
+            || self
+                .gpu
+                .memory_info()
+                .is_ok_and(|(free, _)| free >= self.lists.num_bytes() + PULL_CACHE_HEADROOM)
+    }
+
+    /// Allocates the pull cache if it is not yet, refusing (with
+    /// [`Error::OutOfMemory`]) when it would leave less than [`PULL_CACHE_HEADROOM`] free.
+    fn pull_cache(&mut self) -> Result<()> {
+        if self.pull.data.is_some() {
+            return Ok(());
+        }
+        let bytes = self.lists.num_bytes();
+        let (free, _) = self.gpu.memory_info()?;
+        if free < bytes + PULL_CACHE_HEADROOM {
+            return Err(Error::OutOfMemory {
+                during: "GpuIndex pull cache (device memory the size of the lists)",
+                requested: bytes,
+                available: free.saturating_sub(PULL_CACHE_HEADROOM),
+            });
+        }
+        // SAFETY: `pull_scan` reads a list's part only after copying it there (`copied`).
+        let data = driver("cuMemAlloc", unsafe {
+            self.stream.alloc::<f32>(self.lists.len())
+        })?;
+        self.pull.data = Some(data);
         Ok(())
     }
 
     /// What `Auto` is told before a search of `nq` queries with `nprobe` probes: the
     /// expected number of distinct lists if probes fell uniformly, times the mean list size,
-    /// in the expected number of runs of adjacent lists (a run is one range to move).
+    /// in the expected number of runs of adjacent lists (a run is one range to move), read
+    /// `passes` times by searches and, within a search, once per probe of a list; and the
+    /// index's mapping and pull cache.
     pub fn expected_pattern(&self, nq: usize, nprobe: usize, passes: f64) -> AccessPattern {
         let nlist = self.layout.nlist().max(1) as f64;
         let draws = (nq * nprobe) as f64;
@@ -329,7 +463,10 @@ impl GpuIndex {
             total_bytes: total,
             needed_bytes: (fraction * total as f64) as u64,
             ranges: (nlist * fraction * (1.0 - fraction)).ceil().max(1.0) as u64,
-            expected_passes: passes,
+            // A list probed by several queries of the batch is read once per query.
+            expected_passes: passes * (draws / (nlist * fraction).max(1.0)).max(1.0),
+            mapped_for_gpu: self.mapped_for_gpu,
+            device_cache: self.pull_cache_fits(),
         }
     }
 
@@ -410,7 +547,14 @@ impl GpuIndex {
             ),
             p => p,
         };
-        self.set_remote(chosen == Policy::RemoteMap)?;
+        if chosen.maps_for_gpu() {
+            self.map_for_gpu(true)?;
+        } else if chosen.needs_faults() {
+            self.map_for_gpu(false)?;
+        }
+        if chosen == Policy::GpuPull {
+            self.pull_cache()?;
+        }
         let me = Location::Device(self.gpu.ordinal());
         // Prefetch-all starts before the coarse step, so the two overlap.
         let mut whole = match chosen {
@@ -427,6 +571,7 @@ impl GpuIndex {
             HINT_NONE
         };
         let (chunk_rows, scan_blocks) = (self.chunk_rows, self.scan_capacity);
+        let pulling = chosen == Policy::GpuPull;
         let b = self.buffers.as_mut().expect("allocated above");
         {
             let mut q = b.queries.slice_mut(..nq * dim);
@@ -460,6 +605,9 @@ impl GpuIndex {
             dim as u32,
             chunk_rows,
             queue,
+            pulling as u32,
+            &mut UM::new(&mut self.pull.copied, s),
+            &mut UM::new(&mut b.copy_first, s),
             &mut UM::new(&mut b.counts, s),
             &mut UM::prefix(&mut b.slots, pairs, s)?,
             &mut UM::new(&mut b.probed, s),
@@ -501,27 +649,64 @@ impl GpuIndex {
         } else {
             params.max_blocks.min(scan_blocks)
         };
-        ivf_kernels::scan::launch(
-            s,
-            LaunchConfig::new((blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1)),
-            &UntrackedManaged::new(&self.lists),
-            &U::new(&self.offsets, s),
-            &U::new(&self.ids, s),
-            &U::prefix(&b.queries, nq * dim, s)?,
-            &U::prefix(&b.probes, pairs, s)?,
-            &U::prefix(&b.item_pair, need.items, s)?,
-            &U::prefix(&b.item_chunk, need.items, s)?,
-            &U::new(&b.totals, s),
-            &U::prefix(&b.pair_cand_off, pairs + 1, s)?,
-            dim as u32,
-            nprobe as u32,
-            chunk_rows,
-            hints,
-            queue,
-            &mut readiness,
-            &mut UM::prefix(&mut b.cand_d, need.items * K, s)?,
-            &mut UM::prefix(&mut b.cand_i, need.items * K, s)?,
-        )?;
+        let grid = LaunchConfig::new((blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
+        if pulling {
+            let work = UM::new(&mut b.work, s);
+            fill32(work.device_ptr(), 2 * ivf_kernels::PULL_WORK_WORDS, 0, s)?;
+            let cache = self.pull.data.as_mut().expect("allocated when chosen");
+            ivf_kernels::pull_scan::launch(
+                s,
+                grid,
+                &UntrackedManaged::new(&self.lists),
+                &mut UM::new(cache, s),
+                &mut UM::new(&mut self.pull.copied, s),
+                &U::new(&b.wanted, s),
+                &U::new(&b.copy_first, s),
+                &U::new(&self.offsets, s),
+                &U::new(&self.ids, s),
+                &U::prefix(&b.queries, nq * dim, s)?,
+                &U::prefix(&b.probes, pairs, s)?,
+                &U::prefix(&b.item_pair, need.items, s)?,
+                &U::prefix(&b.item_chunk, need.items, s)?,
+                &U::new(&b.totals, s),
+                &U::prefix(&b.pair_cand_off, pairs + 1, s)?,
+                dim as u32,
+                nprobe as u32,
+                chunk_rows,
+                if params.pull_copy_warps == 0 {
+                    self.copy_warps
+                } else {
+                    params.pull_copy_warps
+                },
+                mach.wait.as_micros().min(u32::MAX as u128) as u32,
+                &mut UM::new(&mut b.work, s),
+                &mut readiness,
+                &mut UM::prefix(&mut b.cand_d, need.items * K, s)?,
+                &mut UM::prefix(&mut b.cand_i, need.items * K, s)?,
+            )?;
+        } else {
+            ivf_kernels::scan::launch(
+                s,
+                grid,
+                &UntrackedManaged::new(&self.lists),
+                &U::new(&self.offsets, s),
+                &U::new(&self.ids, s),
+                &U::prefix(&b.queries, nq * dim, s)?,
+                &U::prefix(&b.probes, pairs, s)?,
+                &U::prefix(&b.item_pair, need.items, s)?,
+                &U::prefix(&b.item_chunk, need.items, s)?,
+                &U::new(&b.totals, s),
+                &U::prefix(&b.pair_cand_off, pairs + 1, s)?,
+                dim as u32,
+                nprobe as u32,
+                chunk_rows,
+                hints,
+                queue,
+                &mut readiness,
+                &mut UM::prefix(&mut b.cand_d, need.items * K, s)?,
+                &mut UM::prefix(&mut b.cand_i, need.items * K, s)?,
+            )?;
+        }
         // Nothing is queued behind the scan until it is done (see above).
         driver("cuStreamSynchronize", s.synchronize())?;
         driver("cuEventRecord", events[2].record(s))?;
@@ -559,6 +744,12 @@ impl GpuIndex {
         }
         let totals = driver("cuMemcpyDtoH", s.clone_dtoh(&b.totals))?;
         let m = totals[0] as usize;
+        let pull_copy_seconds = if pulling {
+            let w = driver("cuMemcpyDtoH", s.clone_dtoh(&b.work))?;
+            w[4].saturating_sub(w[3]) as f64 / 1e9
+        } else {
+            0.0
+        };
         let probed = driver("cuMemcpyDtoH", s.clone_dtoh(&b.probed))?;
         let probed_lists = &probed[..m.min(probed.len())];
         let ready = driver("cuMemcpyDtoH", s.clone_dtoh(&b.readiness))?;
@@ -582,6 +773,7 @@ impl GpuIndex {
             list_queries: driver("cuMemcpyDtoH", s.clone_dtoh(&b.counts))?,
             needed_bytes: self.layout.bytes_of(probed_lists),
             probed_lists: m,
+            pull_copy_seconds,
             dist,
             ids,
             policy: chosen,

@@ -238,3 +238,60 @@ fn a_ring_too_small_for_the_plan_falls_back_without_changing_results() {
         "exactly one request fit in the ring"
     );
 }
+
+/// The GPU-driven pull path: the first `copy_warps` warps to run copy the probed lists into
+/// a fresh cache, chunk by chunk, and every warp then waits per list and scans the copy.
+/// Same neighbours as the plain scan; every probed list copied and read from the cache; the
+/// cache equal to the lists. One block where one warp copies while seven wait (the waits
+/// must let it run), more copy warps than the grid has, and unaligned rows (dim 21: the
+/// 4-byte copy path) next to aligned, multi-chunk lists (dim 128: 16-byte loads, lists of
+/// more than one 64 KiB chunk).
+#[test]
+fn pulled_lists_give_the_same_answer() {
+    let seed = fresh_seed();
+    for dim in [21, 128] {
+        let f = fixture(seed, dim);
+        let emu = Emulator::new();
+        let base = without_queue(&emu, &f, EmulatedParams::default());
+        check_against_cpu(&f, &base, 4, &format!("dim {dim}"));
+        let nonempty: Vec<u32> = base
+            .probed
+            .iter()
+            .copied()
+            .filter(|&l| f.layout.list_len(l as usize) > 0)
+            .collect();
+        if dim == 128 {
+            assert!(
+                nonempty.iter().any(|&l| f.layout.list_bytes(l as usize)
+                    > lookahead_device::pull::CHUNK_BYTES as u64),
+                "a list of several copy chunks"
+            );
+        }
+        for (copy_warps, scan_blocks) in [(1, 1), (2, 4), (64, 3)] {
+            let params = EmulatedParams {
+                pull: true,
+                copy_warps,
+                scan_blocks,
+                ..EmulatedParams::default()
+            };
+            let what = format!("dim {dim}, {copy_warps} copy warps, {scan_blocks} blocks");
+            let got = emulated::search(
+                &emu,
+                &f.layout,
+                &f.lists,
+                &f.queries,
+                params,
+                RequestQueue::disabled(),
+            )
+            .unwrap();
+            assert_eq!(got.ids, base.ids, "{what}");
+            assert_eq!(got.wanted, nonempty, "every probed list is copied: {what}");
+            assert_eq!(
+                got.from_cache,
+                nonempty.len(),
+                "read from the cache: {what}"
+            );
+            assert!(got.cache_matches, "the cache holds the lists: {what}");
+        }
+    }
+}

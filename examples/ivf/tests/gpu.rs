@@ -67,6 +67,7 @@ fn params(policy: Policy) -> SearchParams {
         policy,
         expected_passes: 2.0,
         max_blocks: 0,
+        pull_copy_warps: 0,
     }
 }
 
@@ -106,11 +107,25 @@ fn every_policy_returns_the_fault_path_top_k() {
                 .unwrap();
             assert_eq!(got.ids, base.ids, "{} {pass}", policy.name());
             assert_eq!(got.dist, base.dist, "{} {pass}", policy.name());
+            // Empty lists have no work items, so nothing waits for them.
+            let empty = (0..f.index.layout().nlist())
+                .filter(|&l| f.index.layout().list_len(l) == 0)
+                .count();
+            if policy == Policy::GpuPull {
+                assert_eq!(got.timed_out, 0, "no wait for a copy ran out");
+                assert!(
+                    got.arrived + empty >= got.probed_lists,
+                    "every probed list read from the cache: {} of {}",
+                    got.arrived,
+                    got.probed_lists
+                );
+                if pass == "cold" {
+                    assert!(got.requested + empty >= got.probed_lists, "all copied");
+                } else {
+                    assert_eq!(got.requested, 0, "the second search finds them cached");
+                }
+            }
             if policy == Policy::GpuRequests && pass == "cold" {
-                // Empty lists have no work items, so nothing waits for them.
-                let empty = (0..f.index.layout().nlist())
-                    .filter(|&l| f.index.layout().list_len(l) == 0)
-                    .count();
                 assert_eq!(got.timed_out, 0, "no request waited out its bound");
                 assert_eq!(got.went_ahead, 0, "no request fell back");
                 assert!(
@@ -181,6 +196,68 @@ fn soak_1000_searches_with_gpu_driven_requests() {
         assert_eq!(report.completed, report.requests, "no request lost");
         assert_eq!(report.failed, 0);
     }
+    gpu.synchronize().unwrap();
+    let (free_after, _) = gpu.memory_info().unwrap();
+    assert!(
+        free_after + (8 << 20) >= free_before,
+        "device memory back to its starting level: {free_before} -> {free_after}"
+    );
+}
+
+/// 300 searches with the GPU-driven pull, the cache emptied (and the lists sent back to the
+/// host) every 25: the same answers, no wait ran out, each cold search copies its lists and
+/// the others copy only what is new, and device memory back at its level after the first
+/// search (which allocates the cache).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn soak_300_searches_with_the_gpu_pull() {
+    let gpu = gpu();
+    let mut f = fixture(&gpu);
+    let batches: Vec<Vectors> = (0..4)
+        .map(|b| {
+            let hot: Vec<usize> = (0..16).map(|i| (i * 16 + b * 3) % 256).collect();
+            f.spec.points(64, 40 + b as u64, Some(&hot))
+        })
+        .collect();
+    let want: Vec<Vec<u32>> = batches
+        .iter()
+        .map(|q| {
+            f.index
+                .search(q, params(Policy::Faults), &mut f.mach)
+                .unwrap()
+                .ids
+        })
+        .collect();
+    f.index.map_for_gpu(true).unwrap();
+    f.index
+        .search(&batches[0], params(Policy::GpuPull), &mut f.mach)
+        .unwrap();
+    gpu.synchronize().unwrap();
+    let free_before = gpu.memory_info().unwrap().0;
+    let (mut copied, mut cold_copies, mut timed_out) = (0, 0, 0);
+    for i in 0..300 {
+        if i % 25 == 0 {
+            f.index.evict_to_host(&f.mach).unwrap();
+        }
+        let b = i % batches.len();
+        let got = f
+            .index
+            .search(&batches[b], params(Policy::GpuPull), &mut f.mach)
+            .unwrap();
+        assert_eq!(got.ids, want[b], "search {i}");
+        assert_eq!(got.policy, Policy::GpuPull);
+        if i % 25 == 0 {
+            cold_copies += (got.requested > 0) as usize;
+        }
+        if i % 25 >= batches.len() {
+            assert_eq!(got.requested, 0, "search {i}: every list is cached by now");
+        }
+        copied += got.requested;
+        timed_out += got.timed_out;
+    }
+    assert_eq!(timed_out, 0, "no wait ran out");
+    assert_eq!(cold_copies, 12, "every cold search copied");
+    assert!(copied > 0);
     gpu.synchronize().unwrap();
     let (free_after, _) = gpu.memory_info().unwrap();
     assert!(

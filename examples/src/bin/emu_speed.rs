@@ -105,6 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 chunk_rows: 256,
                 hints: false,
                 scan_blocks: 16,
+                ..emulated::EmulatedParams::default()
             };
             let r = emulated::search(
                 &emu,

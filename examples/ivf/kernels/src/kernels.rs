@@ -2,13 +2,14 @@
 
 use lookahead_device::kernel;
 use lookahead_device::prelude::*;
+use lookahead_device::pull;
 use lookahead_device::requests::{Readiness, RequestQueue};
 
 use crate::block::{exclusive_sum, SCRATCH_WORDS};
 use crate::topk::TopK;
 use crate::{
     COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, DIMS_PER_LANE, HINT_L2, K, LANES_PER_ROW,
-    MAX_DIM, MAX_NPROBE, READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD,
+    MAX_DIM, MAX_NPROBE, PULL_WORK_WORDS, READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD,
 };
 
 /// Inserts `(dist, id)` into the sorted list `(ds, is)` of `n` entries (ties by id).
@@ -166,8 +167,11 @@ pub fn coarse(
 /// enabled, asks the host at once for those of them not still resident from an earlier
 /// request (`wanted`, their number in `totals[2]`; one ring claim, in list order, which is
 /// address order; lists that do not fit are marked "go ahead", resident ones "arrived").
-/// Then it cuts each list into chunks of `chunk_rows`
-/// vectors and writes the scan's work items, one per (pair, chunk): `item_pair` /
+/// With `pull != 0` (for [`pull_scan`]) `wanted` lists instead the probed lists whose copy
+/// in the device cache is not complete (`copied[l]` below [`pull::chunks`] of the list's
+/// bytes), their counts reset, and numbers their copy chunks: the `k`-th wanted list's start
+/// at `copy_first[k]`, and `copy_first[totals[2]] = totals[3]` is their total.
+/// Then it cuts each list into chunks of `chunk_rows` vectors and writes the scan's work items, one per (pair, chunk): `item_pair` /
 /// `item_chunk`, list by list, chunk by chunk, the pairs of a chunk next to each other (so
 /// their reads of the chunk share the L2 cache); `totals[1]` is their number. Each pair's
 /// candidate lists start at `pair_cand_off[p]` (in lists of `K`; `pair_cand_off[P]` is the
@@ -181,6 +185,9 @@ pub fn plan(
     dim: u32,
     chunk_rows: u32,
     queue: RequestQueue,
+    pull: u32,
+    copied: &mut [u32],
+    copy_first: &mut [u32],
     counts: &mut [u32],
     slots: &mut [u32],
     probed: &mut [u32],
@@ -200,6 +207,8 @@ pub fn plan(
     let scratch = shared_array!(u32; SCRATCH_WORDS);
     let claim = shared_array!(u32; 2);
     let chunks_of = |l: usize| ((offsets[l + 1] - offsets[l]) as usize).div_ceil(chunk);
+    let pulling = pull != 0 && copied.len() >= nlist;
+    let copy_chunks = |l: usize| pull::chunks((offsets[l + 1] - offsets[l]) as usize * dim * 4);
 
     let mut l = tid;
     while l < nlist {
@@ -221,7 +230,10 @@ pub fn plan(
 
     // The probed lists in list order, where each list's items start, and the probed lists
     // the queue must ask for (those not still resident from an earlier request).
+    // In pull mode, the lists to copy are those whose copy is not complete from an earlier
+    // launch; their copy chunks are numbered from `copy_first[k]` for the `k`-th of them.
     let (mut lists_before, mut items_before, mut wanted_before) = (0u32, 0u32, 0u32);
+    let mut copies_before = 0u32;
     let mut base = 0;
     while base < nlist {
         let l = base + tid;
@@ -231,10 +243,12 @@ pub fn plan(
         if resident {
             queue.mark_arrived(l as u32);
         }
-        let want = c > 0 && queue.is_enabled() && !resident;
+        let cold = c > 0 && pulling && copied[l] < copy_chunks(l);
+        let want = (c > 0 && queue.is_enabled() && !resident) || cold;
         let (k, k_total) = exclusive_sum((c > 0) as u32, scratch);
         let (i, i_total) = exclusive_sum(items, scratch);
         let (w, w_total) = exclusive_sum(want as u32, scratch);
+        let (f, f_total) = exclusive_sum(if cold { copy_chunks(l) } else { 0 }, scratch);
         if c > 0 {
             probed[(lists_before + k) as usize] = l as u32;
             list_item_off[l] = items_before + i;
@@ -242,16 +256,25 @@ pub fn plan(
         if want {
             wanted[(wanted_before + w) as usize] = l as u32;
         }
+        if cold {
+            // A partial count (a launch that failed midway) starts over.
+            copied[l] = 0;
+            copy_first[(wanted_before + w) as usize] = copies_before + f;
+        }
         lists_before += k_total;
         items_before += i_total;
         wanted_before += w_total;
+        copies_before += f_total;
         base += threads;
     }
     let m = lists_before as usize;
     let nw = wanted_before as usize;
+    if pulling && tid == 0 && nw < copy_first.len() {
+        copy_first[nw] = copies_before;
+    }
     sync_threads(); // `probed` and `wanted` complete for every thread
 
-    if nw > 0 {
+    if nw > 0 && queue.is_enabled() {
         if tid == 0 {
             let (first, granted) = queue.claim(nw as u32);
             claim.set(0, first);
@@ -303,6 +326,7 @@ pub fn plan(
         totals[0] = m as u32;
         totals[1] = items_before;
         totals[2] = nw as u32;
+        totals[3] = copies_before;
     }
 
     let mut p = tid;
@@ -324,6 +348,72 @@ pub fn plan(
     }
 }
 
+/// One work item of [`scan`] and [`pull_scan`], by the whole warp: the `K` nearest of the
+/// vectors `rows` (rows `a..` of the index, ids from `ids[a..]`) to `query`, written to
+/// `cand_*[out..out + K]`.
+///
+/// Each vector is read by [`LANES_PER_ROW`] lanes, 4 vectors per step: lane `g` of a row's
+/// group holds the query's dimensions `g, g + 8, ...` in registers and sums its part; three
+/// shuffles finish the distance, and the group's lanes take turns keeping candidates in
+/// their own register top-`K`, which the warp merges at the end.
+#[inline(always)]
+fn scan_item(
+    rows: &[f32],
+    ids: &[u32],
+    query: &[f32],
+    a: usize,
+    out: usize,
+    cand_dist: &mut [f32],
+    cand_ids: &mut [u32],
+) {
+    let dim = query.len();
+    let lane = lane_id() as usize;
+    let g = lane % LANES_PER_ROW;
+    let group = lane / LANES_PER_ROW;
+    let rows_per_step = 32 / LANES_PER_ROW;
+    let b = a + rows.len() / dim.max(1);
+    let mut qv = [0.0f32; DIMS_PER_LANE];
+    for (i, v) in qv.iter_mut().enumerate() {
+        let d = g + LANES_PER_ROW * i;
+        if d < dim {
+            *v = query[d];
+        }
+    }
+    let mut top = TopK::new();
+    let mut step = 0usize;
+    let mut r0 = a;
+    while r0 < b {
+        let row = r0 + group;
+        let mut s = 0.0f32;
+        if row < b {
+            let at = (row - a) * dim;
+            for (i, v) in qv.iter().enumerate() {
+                let d = g + LANES_PER_ROW * i;
+                if d < dim {
+                    // SAFETY: a <= row < b and d < dim, so at + d < (b - a) * dim <=
+                    // rows.len().
+                    let t = *v - unsafe { *rows.get_unchecked(at + d) };
+                    s += t * t;
+                }
+            }
+        }
+        s += warp::shfl_xor_f32(s, 1);
+        s += warp::shfl_xor_f32(s, 2);
+        s += warp::shfl_xor_f32(s, 4);
+        if row < b && g == step % LANES_PER_ROW {
+            top.offer(s, ids[row]);
+        }
+        step += 1;
+        r0 += rows_per_step;
+    }
+    top.warp_merge(|j, d, id| {
+        if lane == 0 {
+            cand_dist[out + j] = d;
+            cand_ids[out + j] = id;
+        }
+    });
+}
+
 /// Scans the work items [`plan`] wrote: warp `w` of the grid takes items `w`, `w + warps`,
 /// ... (`totals[1]` of them). For item (pair `p`, chunk `c`) it computes the distance from
 /// query `p / nprobe` to each vector of chunk `c` of list `probes[p]` and writes the `K`
@@ -334,11 +424,7 @@ pub fn plan(
 /// ([`READY_ARRIVED`], [`READY_WENT_AHEAD`], [`READY_TIMED_OUT`]). With `hints ==
 /// HINT_L2` each warp prefetches its next item's vectors into L2 first (the in-kernel hint,
 /// which does not migrate managed pages on the GPUs we measured).
-///
-/// Each vector is read by [`LANES_PER_ROW`] lanes, 4 vectors per step: lane `g` of a row's
-/// group holds the query's dimensions `g, g + 8, ...` in registers and sums its part; three
-/// shuffles finish the distance, and the group's lanes take turns keeping candidates in
-/// their own register top-`K`, which the warp merges at the end of the item.
+/// Each item is one [`scan_item`].
 #[kernel(same_len(cand_dist, cand_ids))]
 #[allow(clippy::too_many_arguments)]
 pub fn scan(
@@ -364,9 +450,6 @@ pub fn scan(
     let nprobe = (nprobe as usize).max(1);
     let chunk = (chunk_rows as usize).max(1);
     let lane = lane_id() as usize;
-    let g = lane % LANES_PER_ROW;
-    let group = lane / LANES_PER_ROW;
-    let rows_per_step = 32 / LANES_PER_ROW;
     let warps = grid_stride_x() / 32;
     let items = (totals[1] as usize).min(item_pair.len());
     if dim == 0 || dim > MAX_DIM {
@@ -412,48 +495,182 @@ pub fn scan(
             }
         }
 
-        let mut qv = [0.0f32; DIMS_PER_LANE];
-        for (i, v) in qv.iter_mut().enumerate() {
-            let d = g + LANES_PER_ROW * i;
-            if d < dim {
-                *v = queries[q * dim + d];
-            }
+        scan_item(
+            rows,
+            ids,
+            &queries[q * dim..(q + 1) * dim],
+            a,
+            (pair_cand_off[p] as usize + ch) * K,
+            cand_dist,
+            cand_ids,
+        );
+        it += warps;
+    }
+}
+
+/// [`scan`] for the GPU-driven pull policy: the lists are mapped for the GPU (accessed-by
+/// advice, pages on the host), and this kernel copies the probed lists that are not yet in
+/// the device-memory `cache` (same layout as `lists`) over the interconnect, then scans the
+/// copies.
+///
+/// Each warp first claims a role from `work[0]`: the first `copy_warps` warps to run copy
+/// the chunks [`plan`] numbered (`wanted`, `copy_first`, `totals[3]`), claimed in order from
+/// `work[1]`, adding one to `copied[list]` per chunk ([`pull::copy_chunk`]); then every warp
+/// takes work items in order from `work[2]` and, before a list's first item, waits until its
+/// copy is complete ([`pull::wait_complete`], at most `wait_us` microseconds; on a timeout it
+/// reads the list over the interconnect instead, so the result is the same). Copying warps
+/// never wait, and they run before they copy, so every wait ends without any assumption on
+/// how many blocks are resident. `readiness[list]` gets [`READY_ARRIVED`] (read from the
+/// cache) or [`READY_TIMED_OUT`]. `work` (at least [`PULL_WORK_WORDS`]) must be zero at
+/// launch; afterwards `work[3]` and `work[4]` hold the GPU's nanosecond clock when the first
+/// copy warp started and when the last one finished (the copy's own time). Copied lists stay
+/// complete in `copied` for later launches.
+#[kernel(same_len(cand_dist, cand_ids))]
+#[allow(clippy::too_many_arguments)]
+pub fn pull_scan(
+    lists: ManagedSlice<f32>,
+    cache: &mut [f32],
+    copied: &mut [u32],
+    wanted: &[u32],
+    copy_first: &[u32],
+    offsets: &[u64],
+    ids: &[u32],
+    queries: &[f32],
+    probes: &[u32],
+    item_pair: &[u32],
+    item_chunk: &[u32],
+    totals: &[u32],
+    pair_cand_off: &[u32],
+    dim: u32,
+    nprobe: u32,
+    chunk_rows: u32,
+    copy_warps: u32,
+    wait_us: u32,
+    work: &mut [u64],
+    readiness: &mut [u32],
+    cand_dist: &mut [f32],
+    cand_ids: &mut [u32],
+) {
+    let dim = dim as usize;
+    let nprobe = (nprobe as usize).max(1);
+    let chunk = (chunk_rows as usize).max(1);
+    let lane = lane_id() as usize;
+    let nlist = offsets.len().saturating_sub(1);
+    let items = (totals[1] as usize).min(item_pair.len());
+    let nw = (totals[2] as usize).min(wanted.len());
+    let copies = if nw < copy_first.len() {
+        copy_first[nw] as usize
+    } else {
+        0
+    };
+    if dim == 0
+        || dim > MAX_DIM
+        || cache.len() < lists.len()
+        || copied.len() < nlist
+        || work.len() < PULL_WORK_WORDS
+    {
+        return; // warp-uniform; the host finds the poisoned outputs
+    }
+    let words = cache.len();
+    let src = lists.as_ptr() as *const u32;
+    let dst = cache.as_mut_ptr() as *mut u32;
+    let counters = copied.as_mut_ptr();
+    // SAFETY: the cache is read only where `wait_complete` saw its copy complete, and no
+    // warp writes a range after its copy is complete.
+    let cached = unsafe { core::slice::from_raw_parts(dst as *const f32, words) };
+    let claim = |slot: &mut u64| {
+        let mut v = 0;
+        if lane == 0 {
+            v = atomic_add(slot, 1u64).min(u32::MAX as u64) as u32;
         }
-        let mut top = TopK::new();
-        let mut step = 0usize;
-        let mut r0 = a;
-        while r0 < b {
-            let row = r0 + group;
-            let mut s = 0.0f32;
-            if row < b {
-                let at = (row - a) * dim;
-                for (i, v) in qv.iter().enumerate() {
-                    let d = g + LANES_PER_ROW * i;
-                    if d < dim {
-                        // SAFETY: a <= row < b and d < dim, so at + d < (b - a) * dim =
-                        // rows.len().
-                        let t = *v - unsafe { *rows.get_unchecked(at + d) };
-                        s += t * t;
-                    }
+        warp::shfl_idx_u32(v, 0) as usize
+    };
+
+    let role = claim(&mut work[0]);
+    if role < copy_warps as usize {
+        if role == 0 && lane == 0 {
+            work[3] = globaltimer_ns();
+        }
+        loop {
+            let c = claim(&mut work[1]);
+            if c >= copies {
+                if lane == 0 {
+                    atomic_max(&mut work[4], globaltimer_ns());
+                }
+                break;
+            }
+            // The wanted list whose chunks include `c`: the last `k` with copy_first[k] <= c.
+            let (mut lo, mut hi) = (0usize, nw);
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if copy_first[mid] as usize <= c {
+                    lo = mid;
+                } else {
+                    hi = mid;
                 }
             }
-            s += warp::shfl_xor_f32(s, 1);
-            s += warp::shfl_xor_f32(s, 2);
-            s += warp::shfl_xor_f32(s, 4);
-            if row < b && g == step % LANES_PER_ROW {
-                top.offer(s, ids[row]);
+            let l = wanted[lo] as usize;
+            if l >= nlist {
+                continue; // warp-uniform; `plan` writes only list ids
             }
-            step += 1;
-            r0 += rows_per_step;
+            let first = offsets[l] as usize * dim;
+            let len = (offsets[l + 1] - offsets[l]) as usize * dim;
+            let (x, y) = pull::chunk_words(c as u32 - copy_first[lo], len);
+            if first + y <= words {
+                // SAFETY: `first + y <= words` and the cache and lists have `words` floats;
+                // chunk `c` is copied by this warp alone; `l < nlist <= copied.len()`.
+                unsafe {
+                    pull::copy_chunk(
+                        src.add(first + x),
+                        dst.add(first + x),
+                        y - x,
+                        counters.add(l),
+                    )
+                };
+            }
         }
-        let out = (pair_cand_off[p] as usize + ch) * K;
-        top.warp_merge(|j, d, id| {
+    }
+
+    let timeout_ns = wait_us as u64 * 1000;
+    let (mut ready_list, mut from_cache) = (usize::MAX, false);
+    loop {
+        let it = claim(&mut work[2]);
+        if it >= items {
+            break;
+        }
+        let p = item_pair[it] as usize;
+        let ch = item_chunk[it] as usize;
+        let l = probes[p] as usize;
+        let q = p / nprobe;
+        let a = offsets[l] as usize + ch * chunk;
+        let b = core::cmp::min(a + chunk, offsets[l + 1] as usize);
+        if l != ready_list {
+            let need = pull::chunks((offsets[l + 1] - offsets[l]) as usize * dim * 4);
+            // SAFETY: `l < nlist <= copied.len()` (probes hold list ids below nlist).
+            from_cache = unsafe { pull::wait_complete(counters.add(l), need, timeout_ns) };
             if lane == 0 {
-                cand_dist[out + j] = d;
-                cand_ids[out + j] = id;
+                readiness[l] = if from_cache {
+                    READY_ARRIVED
+                } else {
+                    READY_TIMED_OUT
+                };
             }
-        });
-        it += warps;
+            ready_list = l;
+        }
+        let rows = if from_cache {
+            &cached[a * dim..b * dim]
+        } else {
+            &lists[a * dim..b * dim]
+        };
+        scan_item(
+            rows,
+            ids,
+            &queries[q * dim..(q + 1) * dim],
+            a,
+            (pair_cand_off[p] as usize + ch) * K,
+            cand_dist,
+            cand_ids,
+        );
     }
 }
 

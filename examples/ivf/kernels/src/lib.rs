@@ -11,6 +11,10 @@
 //!    goes ahead on the fault path), and keeps the `K` nearest vectors of its chunk;
 //! 4. [`merge`]: each query's `K` nearest over its candidate lists.
 //!
+//! [`pull_scan`] replaces [`scan`] for the GPU-driven pull policy: a few of its warps copy
+//! the probed lists that are not yet cached over the interconnect into a device-memory
+//! cache, and the others scan each list's copy as soon as it is complete.
+//!
 //! The lists live in managed memory; everything else in device memory.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
@@ -42,6 +46,11 @@ pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
 pub const PLAN_THREADS: u32 = 1024;
 /// Threads per block of [`scan`] (and of [`merge`]).
 pub const SCAN_THREADS: u32 = 256;
+/// Warps per SM of [`pull_scan`] that copy (the rest scan): at 4 KiB of loads in flight
+/// each, 4 per SM keep more than 2 MiB in flight, far more than the interconnect needs.
+pub const PULL_COPY_WARPS_PER_SM: u32 = 4;
+/// Words of [`pull_scan`]'s `work` array.
+pub const PULL_WORK_WORDS: usize = 8;
 /// Lanes of [`scan`] that share one vector.
 pub const LANES_PER_ROW: usize = 8;
 /// Query dimensions each lane of [`scan`] holds in registers: `MAX_DIM / LANES_PER_ROW`.

@@ -46,7 +46,7 @@ struct Args {
     /// Policies to measure.
     #[arg(long, value_delimiter = ',', default_values_t = vec![
         Policy::Faults, Policy::KernelHints, Policy::PrefetchAll, Policy::HostSelected,
-        Policy::GpuRequests, Policy::RemoteMap, Policy::Auto])]
+        Policy::GpuRequests, Policy::RemoteMap, Policy::GpuPull, Policy::Auto])]
     policies: Vec<Policy>,
     /// Cold + warm pairs per policy and fraction (the table shows medians).
     #[arg(long, default_value_t = 3)]
@@ -63,6 +63,13 @@ struct Args {
     /// Largest prefetch call of the host engine (host-selected, prefetch-all), MiB.
     #[arg(long, default_value_t = 32)]
     engine_piece_mib: u64,
+    /// Warps of the GPU-driven pull kernel that copy (0: 4 per SM).
+    #[arg(long, default_value_t = 0)]
+    pull_copy_warps: u32,
+    /// Map the index for the GPU with the host as preferred location too (so the driver
+    /// never migrates mapped pages by itself).
+    #[arg(long)]
+    prefer_host: bool,
     /// Where the CSV, Markdown and SVG go.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -102,6 +109,11 @@ struct Row {
     /// Lists that arrived by request / timed out (cold, first repetition).
     arrived: (usize, usize),
     cold_scan_s: f64,
+    /// Every repetition's cold time, in order.
+    cold_reps: Vec<f64>,
+    /// The pull kernel's in-kernel copy time, median over the cold repetitions (0 when the
+    /// search did not pull).
+    pull_copy_s: f64,
     /// The resident search's time on the GPU (coarse to merge) and in the scan kernel.
     resident_gpu_s: f64,
     resident_scan_s: f64,
@@ -199,6 +211,7 @@ fn run(args: &Args) -> Result<bool, Error> {
     let assign = assign_on_gpu(&gpu, &centroids, &data)?;
     let layout = IvfLayout::from_assignment(args.dim, centroids, &assign);
     let mut index = GpuIndex::new(&gpu, layout, &data)?;
+    index.set_prefer_host(args.prefer_host)?;
     let lens: Vec<usize> = (0..args.nlist)
         .map(|l| index.layout().list_len(l))
         .collect();
@@ -234,6 +247,7 @@ fn run(args: &Args) -> Result<bool, Error> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut rows = Vec::new();
+    let mut mapping_s = Vec::new();
     let mut recall_note = String::new();
     let reps = args.reps.max(1);
     for (fi, &pct) in args.percent.iter().enumerate() {
@@ -255,6 +269,7 @@ fn run(args: &Args) -> Result<bool, Error> {
             policy,
             expected_passes: 2.0,
             max_blocks: 0,
+            pull_copy_warps: args.pull_copy_warps,
         };
 
         bar.set_message(format!("{pct}%: resident baseline"));
@@ -276,16 +291,25 @@ fn run(args: &Args) -> Result<bool, Error> {
         bar.inc(1);
         for &policy in &args.policies {
             bar.set_message(format!("{pct}%: {}", policy.name()));
-            let (mut cold, mut warm) = (Vec::new(), Vec::new());
+            let (mut cold, mut warm, mut copy) = (Vec::new(), Vec::new(), Vec::new());
             let mut first: Option<(SearchOutcome, SearchOutcome)> = None;
             let mut same = true;
             for _ in 0..reps {
+                // What each policy needs set up (the mapping, the pull cache), before the
+                // timed search: a per-index set-up (`GpuIndex::prepare`); Auto gets the
+                // index as one set up for its pull would be.
+                let was_mapped = index.is_mapped_for_gpu();
+                let t = index.prepare(policy)?;
+                if !was_mapped && index.is_mapped_for_gpu() {
+                    mapping_s.push(t);
+                }
                 index.evict_to_host(&mach)?;
                 let c = index.search(&batch1, params(policy), &mut mach)?;
                 let w = index.search(&batch2, params(policy), &mut mach)?;
                 same &= c.ids == ref1.ids && w.ids == ref2.ids;
                 cold.push(c.seconds);
                 warm.push(w.seconds);
+                copy.push(c.pull_copy_seconds);
                 first.get_or_insert((c, w));
             }
             let (c, w) = first.expect("reps >= 1");
@@ -295,6 +319,8 @@ fn run(args: &Args) -> Result<bool, Error> {
                 policy,
                 chosen: c.policy,
                 needed_bytes: c.needed_bytes,
+                cold_reps: cold.clone(),
+                pull_copy_s: spread(copy).median,
                 cold: spread(cold),
                 warm: spread(warm),
                 resident,
@@ -351,7 +377,32 @@ fn run(args: &Args) -> Result<bool, Error> {
         args.queries_per_cluster
     );
     let _ = writeln!(md, "- pinned cudaMemcpy H2D (same run): {pinned:.1} GB/s");
+    let _ = writeln!(
+        md,
+        "- gpu-pull: {} copy warps; the mapping {} the host as preferred location",
+        if args.pull_copy_warps == 0 {
+            "4 per SM".to_string()
+        } else {
+            args.pull_copy_warps.to_string()
+        },
+        if args.prefer_host {
+            "sets"
+        } else {
+            "does not set"
+        }
+    );
     let _ = writeln!(md, "- probe (same run): {}", profile.summary());
+    if !mapping_s.is_empty() {
+        let m = spread(mapping_s);
+        let _ = writeln!(
+            md,
+            "- set-up for the policies that read through a GPU mapping (accessed-by advice on all {:.2} GiB, and for gpu-pull and auto the pull cache; once per index, before the cold searches of remote-map, gpu-pull and auto, not in their times): {:.0} ms [{:.0}, {:.0}]",
+            index.index_bytes() as f64 / (1u64 << 30) as f64,
+            m.median * 1e3,
+            m.min * 1e3,
+            m.max * 1e3
+        );
+    }
     if !recall_note.is_empty() {
         let _ = writeln!(md, "- {recall_note}");
     }
@@ -367,7 +418,7 @@ fn run(args: &Args) -> Result<bool, Error> {
     }
     let _ = writeln!(
         md,
-        "- each cell: median of {reps} (cold search after moving every list to the host; warm search of a second batch right after); wall time of the whole search (queries up, results back)"
+        "- each cell: median of {reps} (cold search after moving every list to the host and emptying the pull cache; warm search of a second batch right after); wall time of the whole search (queries up, results back)\n- lists asked: lists requested from the host (gpu-requests) or copied by the kernel (gpu-pull); arrived: of those, read after their data arrived (gpu-pull: read from the cache)"
     );
     let _ = writeln!(md);
     let _ = writeln!(md, "| aimed % | probed % | policy | ran | needed MB | cold ms [min, max] | cold GB/s | % of pinned | x faults | warm ms | resident ms | warm / resident | lists asked (cold / warm) | arrived / timed out | same top-k |");
@@ -375,7 +426,7 @@ fn run(args: &Args) -> Result<bool, Error> {
         md,
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
-    let mut csv = String::from("aimed_percent,probed_percent,policy,ran,needed_bytes,cold_s,cold_min_s,cold_max_s,cold_gbps,pinned_gbps,warm_s,resident_s,resident_gpu_s,resident_scan_s,asked_cold,probed_lists,asked_warm,arrived,timed_out,cold_scan_s,same_topk\n");
+    let mut csv = String::from("aimed_percent,probed_percent,policy,ran,needed_bytes,cold_s,cold_min_s,cold_max_s,cold_gbps,pinned_gbps,warm_s,resident_s,resident_gpu_s,resident_scan_s,asked_cold,probed_lists,asked_warm,arrived,timed_out,cold_scan_s,same_topk,pull_copy_s,cold_reps_s\n");
     let faults_at = |target: f64| {
         rows.iter()
             .find(|x| x.policy == Policy::Faults && x.target == target)
@@ -410,7 +461,7 @@ fn run(args: &Args) -> Result<bool, Error> {
         );
         let _ = writeln!(
             csv,
-            "{},{:.3},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{:.6},{}",
+            "{},{:.3},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{:.6},{},{:.6},{}",
             r.target,
             r.percent,
             r.policy.name(),
@@ -431,7 +482,13 @@ fn run(args: &Args) -> Result<bool, Error> {
             r.arrived.0,
             r.arrived.1,
             r.cold_scan_s,
-            r.same_top_k
+            r.same_top_k,
+            r.pull_copy_s,
+            r.cold_reps
+                .iter()
+                .map(|x| format!("{x:.6}"))
+                .collect::<Vec<_>>()
+                .join(";")
         );
     }
     let _ = writeln!(
@@ -449,6 +506,29 @@ fn run(args: &Args) -> Result<bool, Error> {
                 r.resident.median * 1e3,
                 r.resident_gpu_s * 1e3,
                 r.resident_scan_s * 1e3
+            );
+        }
+    }
+    let pulls: Vec<&Row> = rows.iter().filter(|r| r.pull_copy_s > 0.0).collect();
+    if !pulls.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nGPU-driven pull, cold: the kernel's own copy (first copy warp's start to last one's end, GPU clock, median) against the whole search, and every repetition's search time:\n"
+        );
+        for r in pulls {
+            let _ = writeln!(
+                md,
+                "- {}% {}: copy {:.2} ms = {:.1} GB/s, search {:.2} ms; repetitions {}",
+                r.target,
+                r.policy.name(),
+                r.pull_copy_s * 1e3,
+                r.needed_bytes as f64 / r.pull_copy_s / 1e9,
+                r.cold.median * 1e3,
+                r.cold_reps
+                    .iter()
+                    .map(|x| format!("{:.2}", x * 1e3))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
     }
@@ -535,7 +615,7 @@ fn targets(rows: &[Row], pinned: f64) -> String {
     for aim in &aims {
         let (Some(f), best) = (
             row(*aim, Policy::Faults),
-            [Policy::GpuRequests, Policy::Auto]
+            [Policy::GpuRequests, Policy::GpuPull, Policy::Auto]
                 .iter()
                 .filter_map(|&p| row(*aim, p))
                 .max_by(|a, b| gb(a).total_cmp(&gb(b))),

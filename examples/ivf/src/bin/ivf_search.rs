@@ -119,6 +119,18 @@ fn run(args: &Args) -> Result<bool, Error> {
         ..ServiceConfig::default()
     };
     let mut mach = Machinery::new(&gpu, args.nlist, profile, config)?;
+    if !matches!(args.policy, Policy::GpuRequests | Policy::Auto) {
+        // Only GPU-driven requests use the prefetch service.
+        mach.stop_service();
+    }
+    // Set up once (mapping, pull cache), so that no search pays for it.
+    let t = index.prepare(args.policy)?;
+    println!(
+        "set up for {} in {:.0} ms (mapped for the GPU: {})",
+        args.policy.name(),
+        t * 1e3,
+        index.is_mapped_for_gpu()
+    );
     let queries = match &args.fvecs {
         Some(_) => Vectors {
             dim: data.dim,
@@ -131,6 +143,7 @@ fn run(args: &Args) -> Result<bool, Error> {
         policy: args.policy,
         expected_passes: args.runs as f64,
         max_blocks: args.max_blocks,
+        pull_copy_warps: 0,
     };
     let out = index.search(&queries, params, &mut mach)?;
     let mut consistent = true;
@@ -161,9 +174,17 @@ fn run(args: &Args) -> Result<bool, Error> {
         out.needed_bytes as f64 / 1e6, out.seconds * 1e3, out.needed_bytes as f64 / out.seconds / 1e9
     );
     println!(
-        "lists: {} asked for by the GPU, {} arrived by request, {} went ahead on the fault path, {} timed out waiting; GPU part {:.2} ms, scan {:.2} ms ({} work items)",
+        "lists: {} asked for (gpu-requests) or copied (gpu-pull) by the GPU, {} arrived before they were read, {} went ahead on the fault path, {} timed out waiting; GPU part {:.2} ms, scan {:.2} ms ({} work items)",
         out.requested, out.arrived, out.went_ahead, out.timed_out, out.gpu_seconds * 1e3, out.scan_seconds * 1e3, out.items
     );
+    if out.pull_copy_seconds > 0.0 {
+        println!(
+            "gpu-pull: the kernel copied {:.1} MB in {:.2} ms = {:.1} GB/s (GPU clock)",
+            out.needed_bytes as f64 / 1e6,
+            out.pull_copy_seconds * 1e3,
+            out.needed_bytes as f64 / out.pull_copy_seconds / 1e9
+        );
+    }
     let lens: Vec<u64> = (0..index.layout().nlist())
         .map(|l| index.layout().list_len(l) as u64)
         .collect();
