@@ -547,14 +547,8 @@ impl GpuIndex {
             ),
             p => p,
         };
-        if chosen.maps_for_gpu() {
-            self.map_for_gpu(true)?;
-        } else if chosen.needs_faults() {
-            self.map_for_gpu(false)?;
-        }
-        if chosen == Policy::GpuPull {
-            self.pull_cache()?;
-        }
+        // The mapping and pull cache the chosen policy needs (nothing when set up already).
+        self.prepare(chosen)?;
         let me = Location::Device(self.gpu.ordinal());
         // Prefetch-all starts before the coarse step, so the two overlap.
         let mut whole = match chosen {

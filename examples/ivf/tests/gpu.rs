@@ -139,6 +139,27 @@ fn every_policy_returns_the_fault_path_top_k() {
     }
 }
 
+/// The soak tests' four batches of 64 queries over 16 hot clusters each (seeds `seed..`),
+/// and the fault path's neighbours for each.
+fn soak_batches(f: &mut Fixture, seed: u64) -> (Vec<Vectors>, Vec<Vec<u32>>) {
+    let batches: Vec<Vectors> = (0..4)
+        .map(|b| {
+            let hot: Vec<usize> = (0..16).map(|i| (i * 16 + b * 3) % 256).collect();
+            f.spec.points(64, seed + b as u64, Some(&hot))
+        })
+        .collect();
+    let want = batches
+        .iter()
+        .map(|q| {
+            f.index
+                .search(q, params(Policy::Faults), &mut f.mach)
+                .unwrap()
+                .ids
+        })
+        .collect();
+    (batches, want)
+}
+
 /// 1000 searches with GPU-driven requests, the lists sent back to the host every 50: no
 /// hang, no request lost or timed out, the same answers, and device memory back at its
 /// level after the first search (which loads the kernels and sizes their local memory).
@@ -149,21 +170,7 @@ fn soak_1000_searches_with_gpu_driven_requests() {
     let mut f = fixture(&gpu);
     let free_before;
     {
-        let batches: Vec<Vectors> = (0..4)
-            .map(|b| {
-                let hot: Vec<usize> = (0..16).map(|i| (i * 16 + b * 3) % 256).collect();
-                f.spec.points(64, 20 + b as u64, Some(&hot))
-            })
-            .collect();
-        let want: Vec<Vec<u32>> = batches
-            .iter()
-            .map(|q| {
-                f.index
-                    .search(q, params(Policy::Faults), &mut f.mach)
-                    .unwrap()
-                    .ids
-            })
-            .collect();
+        let (batches, want) = soak_batches(&mut f, 20);
         f.mach.wait = Duration::from_secs(5);
         gpu.synchronize().unwrap();
         free_before = gpu.memory_info().unwrap().0;
@@ -213,21 +220,7 @@ fn soak_1000_searches_with_gpu_driven_requests() {
 fn soak_300_searches_with_the_gpu_pull() {
     let gpu = gpu();
     let mut f = fixture(&gpu);
-    let batches: Vec<Vectors> = (0..4)
-        .map(|b| {
-            let hot: Vec<usize> = (0..16).map(|i| (i * 16 + b * 3) % 256).collect();
-            f.spec.points(64, 40 + b as u64, Some(&hot))
-        })
-        .collect();
-    let want: Vec<Vec<u32>> = batches
-        .iter()
-        .map(|q| {
-            f.index
-                .search(q, params(Policy::Faults), &mut f.mach)
-                .unwrap()
-                .ids
-        })
-        .collect();
+    let (batches, want) = soak_batches(&mut f, 40);
     f.index.map_for_gpu(true).unwrap();
     f.index
         .search(&batches[0], params(Policy::GpuPull), &mut f.mach)

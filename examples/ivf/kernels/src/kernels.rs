@@ -348,6 +348,47 @@ pub fn plan(
     }
 }
 
+/// A work item of [`plan`], decoded: pair `p` (query `q`) and chunk `ch` of list `l`,
+/// which covers the list's vectors `a..b`.
+#[derive(Clone, Copy)]
+struct WorkItem {
+    p: usize,
+    ch: usize,
+    l: usize,
+    q: usize,
+    a: usize,
+    b: usize,
+}
+
+/// The work items [`plan`] wrote, as [`scan`] and [`pull_scan`] read them.
+struct WorkItems<'a> {
+    item_pair: &'a [u32],
+    item_chunk: &'a [u32],
+    probes: &'a [u32],
+    offsets: &'a [u64],
+    nprobe: usize,
+    chunk: usize,
+}
+
+impl WorkItems<'_> {
+    #[inline(always)]
+    fn get(&self, it: usize) -> WorkItem {
+        let p = self.item_pair[it] as usize;
+        let ch = self.item_chunk[it] as usize;
+        let l = self.probes[p] as usize;
+        let a = self.offsets[l] as usize + ch * self.chunk;
+        let b = core::cmp::min(a + self.chunk, self.offsets[l + 1] as usize);
+        WorkItem {
+            p,
+            ch,
+            l,
+            q: p / self.nprobe,
+            a,
+            b,
+        }
+    }
+}
+
 /// One work item of [`scan`] and [`pull_scan`], by the whole warp: the `K` nearest of the
 /// vectors `rows` (rows `a..` of the index, ids from `ids[a..]`) to `query`, written to
 /// `cand_*[out..out + K]`.
@@ -455,15 +496,18 @@ pub fn scan(
     if dim == 0 || dim > MAX_DIM {
         return;
     }
+    let work = WorkItems {
+        item_pair,
+        item_chunk,
+        probes,
+        offsets,
+        nprobe,
+        chunk,
+    };
     let mut ready_list = usize::MAX;
     let mut it = global_index_x() / 32;
     while it < items {
-        let p = item_pair[it] as usize;
-        let ch = item_chunk[it] as usize;
-        let l = probes[p] as usize;
-        let q = p / nprobe;
-        let a = offsets[l] as usize + ch * chunk;
-        let b = core::cmp::min(a + chunk, offsets[l + 1] as usize);
+        let WorkItem { p, ch, l, q, a, b } = work.get(it);
         // One check of the whole chunk, so the loop below can read without one per load.
         let rows = &lists[a * dim..b * dim];
 
@@ -484,12 +528,9 @@ pub fn scan(
             }
         }
         if hints == HINT_L2 && it + warps < items {
-            let pn = item_pair[it + warps] as usize;
-            let ln = probes[pn] as usize;
-            let an = offsets[ln] as usize + item_chunk[it + warps] as usize * chunk;
-            let bn = core::cmp::min(an + chunk, offsets[ln + 1] as usize);
-            let mut f = an * dim + lane * 32; // one 128-byte line per lane per step
-            while f < bn * dim {
+            let next = work.get(it + warps);
+            let mut f = next.a * dim + lane * 32; // one 128-byte line per lane per step
+            while f < next.b * dim {
                 prefetch::prefetch_l2(lists.as_ptr().wrapping_add(f));
                 f += 32 * 32;
             }
@@ -632,18 +673,21 @@ pub fn pull_scan(
     }
 
     let timeout_ns = wait_us as u64 * 1000;
+    let scan_work = WorkItems {
+        item_pair,
+        item_chunk,
+        probes,
+        offsets,
+        nprobe,
+        chunk,
+    };
     let (mut ready_list, mut from_cache) = (usize::MAX, false);
     loop {
         let it = claim(&mut work[2]);
         if it >= items {
             break;
         }
-        let p = item_pair[it] as usize;
-        let ch = item_chunk[it] as usize;
-        let l = probes[p] as usize;
-        let q = p / nprobe;
-        let a = offsets[l] as usize + ch * chunk;
-        let b = core::cmp::min(a + chunk, offsets[l + 1] as usize);
+        let WorkItem { p, ch, l, q, a, b } = scan_work.get(it);
         if l != ready_list {
             let need = pull::chunks((offsets[l + 1] - offsets[l]) as usize * dim * 4);
             // SAFETY: `l < nlist <= copied.len()` (probes hold list ids below nlist).
