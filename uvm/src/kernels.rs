@@ -100,6 +100,38 @@ impl UvmKernels {
         )
     }
 
+    /// Copies pieces of `src` to the same word offsets of `dst` with the GPU-driven pull's
+    /// copy loop: `pieces` holds `n` pairs (first word, words) in device memory, `next` one
+    /// zeroed `u32`, `counters` `n` `u32`s that each end up one higher.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pull_copy(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: u64,
+        dst: u64,
+        pieces: u64,
+        n: u32,
+        next: u64,
+        counters: u64,
+        blocks: u32,
+    ) -> Result<()> {
+        let f = self.module.function("pull_copy")?;
+        let mut l = stream.launch_builder(&f);
+        l.arg(&src)
+            .arg(&dst)
+            .arg(&pieces)
+            .arg(&n)
+            .arg(&next)
+            .arg(&counters);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks.max(1), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as declared in kernels/src/lib.rs; the caller passes valid pieces.
+        launched("pull_copy", unsafe { l.launch(cfg) }.map(|_| ()))
+    }
+
     /// Publishes ranges `(ptrs[i], lens[i])` with flags `i` (device arrays of `n`).
     pub fn publish_ranges(
         &self,

@@ -205,3 +205,60 @@ fn soak_1000_batches_no_hang_no_loss_no_leak() {
         "device memory back to its starting level: {free_before} -> {free_after}"
     );
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pull_copy_moves_every_piece_over_the_mapping_and_counts_it() {
+    let gpu = gpu();
+    let k = UvmKernels::load(&gpu).unwrap();
+    let stream = gpu.context().new_stream().unwrap();
+    let words = 200_000;
+    let (buf, _) = data(&gpu, 1, words);
+    // Read over the interconnect, as the GPU-driven pull does (pages stay on the host).
+    buf.advise(lookahead::Advice::SetAccessedBy(
+        lookahead::Location::Device(gpu.ordinal()),
+    ))
+    .unwrap();
+    // Aligned 64 KiB, unaligned start and length (the one-word path), 3 words, several
+    // chunks' worth in one piece, and a piece that ends the buffer.
+    let pieces: Vec<(u64, u64)> = vec![
+        (0, 16_384),
+        (16_385, 1_001),
+        (40_000, 3),
+        (50_000, 70_000),
+        (words as u64 - 4_097, 4_097),
+    ];
+    let flat: Vec<u64> = pieces.iter().flat_map(|&(a, n)| [a, n]).collect();
+    let dp = stream.clone_htod(&flat).unwrap();
+    let poison = 0xDEAD_BEEFu32;
+    let dst = stream.clone_htod(&vec![poison; words]).unwrap();
+    let next = stream.alloc_zeros::<u32>(1).unwrap();
+    let counters = stream.alloc_zeros::<u32>(pieces.len()).unwrap();
+    k.pull_copy(
+        &stream,
+        buf.device_ptr(),
+        ptr(&dst, &stream),
+        ptr(&dp, &stream),
+        pieces.len() as u32,
+        ptr(&next, &stream),
+        ptr(&counters, &stream),
+        2,
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    let got = stream.clone_dtoh(&dst).unwrap();
+    let src = buf.as_slice().unwrap();
+    let mut inside = vec![false; words];
+    for &(a, n) in &pieces {
+        inside[a as usize..(a + n) as usize].fill(true);
+    }
+    for i in 0..words {
+        let want = if inside[i] { src[i] } else { poison };
+        assert_eq!(got[i], want, "word {i} (inside a piece: {})", inside[i]);
+    }
+    assert_eq!(
+        stream.clone_dtoh(&counters).unwrap(),
+        vec![1; pieces.len()],
+        "each piece counted once"
+    );
+}

@@ -1,6 +1,8 @@
 //! Device code of `lookahead-uvm`, compiled to PTX by `uvm/build.rs`:
-//! the probe's page-touching, streaming-read and prefetch-sweep kernels, and kernels that
-//! publish ranges to a request ring and consume them (tests and the GPU-driven policy).
+//! the probe's page-touching, streaming-read and prefetch-sweep kernels, kernels that
+//! publish ranges to a request ring and consume them (tests and the GPU-driven policy), and
+//! the GPU-driven pull's copy loop on its own (`pull_copy`: a GPU test and
+//! `uvm/experiments/pull_gap.cu`).
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
@@ -67,6 +69,46 @@ mod kernels {
         while i * stride < bytes {
             lookahead_device::prefetch::prefetch_l2(base.add((i * stride) as usize));
             i += step;
+        }
+    }
+
+    /// Each warp claims pieces from `*next` and copies piece `i` from `src` to `dst` with
+    /// [`lookahead_device::pull::copy_chunk`], which counts it in `counters[i]`: the
+    /// GPU-driven pull's copy loop on its own, to compare it with other copy kernels.
+    ///
+    /// `pieces[2i]` is the piece's first word (the same in `src` and `dst`), `pieces[2i + 1]`
+    /// its length in words.
+    ///
+    /// # Safety
+    /// Every piece within `src` (readable) and `dst` (writable), pieces disjoint; `next`
+    /// one zeroed `u32`; `counters` `n` entries.
+    #[no_mangle]
+    pub unsafe extern "gpu-kernel" fn pull_copy(
+        src: *const u32,
+        dst: *mut u32,
+        pieces: *const u64,
+        n: u32,
+        next: *mut u32,
+        counters: *mut u32,
+    ) {
+        let lane = lookahead_device::index::lane_id();
+        loop {
+            let mut i = 0;
+            if lane == 0 {
+                i = atomic_add_u32(next, 1);
+            }
+            let i = lookahead_device::warp::shfl_idx_u32(i, 0);
+            if i >= n {
+                return;
+            }
+            let first = *pieces.add(2 * i as usize) as usize;
+            let words = *pieces.add(2 * i as usize + 1) as usize;
+            lookahead_device::pull::copy_chunk(
+                src.add(first),
+                dst.add(first),
+                words,
+                counters.add(i as usize),
+            );
         }
     }
 
