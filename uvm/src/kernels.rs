@@ -22,6 +22,15 @@ pub struct UvmKernels {
     sms: u32,
 }
 
+/// A one-dimensional launch of `blocks` blocks of `threads` threads, no shared memory.
+fn blocks_of(blocks: u32, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 fn launched(
     call: &'static str,
     r: std::result::Result<(), cudarc::driver::DriverError>,
@@ -38,11 +47,7 @@ impl UvmKernels {
     }
 
     fn grid(&self, blocks_per_sm: u32, threads: u32) -> LaunchConfig {
-        LaunchConfig {
-            grid_dim: (self.sms * blocks_per_sm, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        }
+        blocks_of(self.sms * blocks_per_sm, threads)
     }
 
     /// Reads one byte every `stride` bytes of `[ptr, ptr + bytes)`; adds them into `sink`.
@@ -123,11 +128,7 @@ impl UvmKernels {
             .arg(&n)
             .arg(&next)
             .arg(&counters);
-        let cfg = LaunchConfig {
-            grid_dim: (blocks.max(1), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = blocks_of(blocks.max(1), 256);
         // SAFETY: as declared in kernels/src/lib.rs; the caller passes valid pieces.
         launched("pull_copy", unsafe { l.launch(cfg) }.map(|_| ()))
     }
@@ -175,11 +176,7 @@ impl UvmKernels {
             .arg(&ahead)
             .arg(&sums)
             .arg(&readiness);
-        let cfg = LaunchConfig {
-            grid_dim: (blocks.max(1), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = blocks_of(blocks.max(1), 256);
         // SAFETY: as declared; arrays hold `n` entries.
         launched("request_and_sum", unsafe { l.launch(cfg) }.map(|_| ()))
     }
