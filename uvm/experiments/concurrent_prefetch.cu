@@ -12,8 +12,7 @@
 //   nvcc -O2 -arch=sm_90 -o concurrent_prefetch concurrent_prefetch.cu -lcuda
 //   ./concurrent_prefetch            (and again with CUDA_DEVICE_MAX_CONNECTIONS=1 and 32:
 //                                     streams share that many hardware queues)
-#include <cuda.h>
-#include <cuda_runtime.h>
+#include "check.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -23,24 +22,6 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                            \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
-#define CKD(x)                                                                           \
-    do {                                                                                 \
-        CUresult r_ = (x);                                                               \
-        if (r_ != CUDA_SUCCESS) {                                                        \
-            const char* s_;                                                              \
-            cuGetErrorString(r_, &s_);                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_);              \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
 
 __device__ unsigned long long now_ns() {
     unsigned long long t;
@@ -175,12 +156,12 @@ int main() {
             cudaStream_t s = work[b % v.workers];
             if (v.attr_check) {
                 unsigned managed = 0;
-                CKD(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED,
                                           (CUdeviceptr)((char*)data + b * chunk)));
                 if (!managed) fprintf(stderr, "not managed?\n");
             }
             if (v.prefetch) CK(cudaMemPrefetchAsync((char*)data + b * chunk, chunk, dev, 0, s));
-            CKD(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)(flags + b), 1, 0));
+            CU(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)(flags + b), 1, 0));
         };
         auto issue = [&] {
             if (v.threaded) {
@@ -255,7 +236,7 @@ int main() {
         warp_waiter<<<264, 256, 0, ks>>>(flags, 64, 2000000000ull, waited, relaxed);
         CK(cudaGetLastError());
         for (int b = 0; b < 64; b++)
-            CKD(cuStreamWriteValue32((CUstream)work[b % 8], (CUdeviceptr)(flags + b), 1, 0));
+            CU(cuStreamWriteValue32((CUstream)work[b % 8], (CUdeviceptr)(flags + b), 1, 0));
         CK(cudaStreamSynchronize(ks));
         auto t1 = std::chrono::steady_clock::now();
         std::vector<unsigned long long> w(64);

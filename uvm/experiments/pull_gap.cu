@@ -14,8 +14,7 @@
 // Build the PTX with `cargo build -p lookahead-uvm --release`, then
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o pull_gap uvm/experiments/pull_gap.cu -lcuda
 //   ./pull_gap target/lookahead-ptx/sm_90/nvptx64-nvidia-cuda/release/lookahead_uvm_kernels.ptx
-#include <cuda.h>
-#include <cuda_runtime.h>
+#include "check.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -25,24 +24,6 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define CU(x)                                                                \
-    do {                                                                     \
-        CUresult r_ = (x);                                                   \
-        if (r_ != CUDA_SUCCESS) {                                            \
-            const char* s_ = "";                                             \
-            cuGetErrorString(r_, &s_);                                       \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_); \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
 
 // Pieces as the Rust kernel takes them: pairs (first word, words).
 template <bool COUNT>
@@ -119,27 +100,7 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&next, 4));
     CK(cudaMalloc(&counters, 4 * total / (64 << 10)));
 
-    double pinned_rate;
-    {
-        size_t n = 512u << 20;
-        char* pinned;
-        CK(cudaMallocHost(&pinned, n));
-        memset(pinned, 1, n);
-        std::vector<float> ms;
-        for (int r = 0; r < 4; r++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaMemcpyAsync(plain, pinned, n, cudaMemcpyHostToDevice, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            ms.push_back(t);
-        }
-        std::sort(ms.begin(), ms.end());
-        pinned_rate = n / (ms[1] * 1e-3) / 1e9;
-        printf("pinned cudaMemcpy H2D 512 MiB: %.1f GB/s\n", pinned_rate);
-        CK(cudaFreeHost(pinned));
-    }
+    const double pinned_rate = pinned_h2d_gbps(plain, st);
 
     for (double frac : {0.12, 0.5}) {
         std::mt19937 rng(42);

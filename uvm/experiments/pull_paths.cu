@@ -13,8 +13,7 @@
 // checks every copied byte against the host's. Baseline: pinned cudaMemcpy H2D, same run.
 //
 //   nvcc -O3 -arch=sm_90 -o pull_paths pull_paths.cu -lcuda && ./pull_paths
-#include <cuda.h>
-#include <cuda_runtime.h>
+#include "check.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -25,14 +24,6 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 struct Piece {
     size_t src, dst, len;  // byte offsets into the managed range and the device buffer
@@ -103,26 +94,7 @@ int main() {
     float* sum;
     CK(cudaMalloc(&sum, 4));
 
-    // Pinned baseline: 512 MiB in one copy.
-    {
-        size_t n = 512u << 20;
-        char* pinned;
-        CK(cudaMallocHost(&pinned, n));
-        memset(pinned, 1, n);
-        std::vector<float> ms;
-        for (int r = 0; r < 4; r++) {
-            CK(cudaEventRecord(e0, st[0]));
-            CK(cudaMemcpyAsync(cache, pinned, n, cudaMemcpyHostToDevice, st[0]));
-            CK(cudaEventRecord(e1, st[0]));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            ms.push_back(t);
-        }
-        std::sort(ms.begin(), ms.end());
-        printf("pinned cudaMemcpy H2D 512 MiB: %.1f GB/s\n", n / (ms[1] * 1e-3) / 1e9);
-        CK(cudaFreeHost(pinned));
-    }
+    pinned_h2d_gbps(cache, st[0]);
 
     auto to_host = [&]() {
         CK(cudaMemPrefetchAsync(managed, total, host, 0, st[0]));
