@@ -56,7 +56,10 @@ pub use view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut};
 
 /// Everything a kernel usually needs: `use lookahead_device::prelude::*;`.
 pub mod prelude {
-    pub use crate::atomic::{atomic_add, atomic_cas, atomic_max, AtomicAdd, AtomicCas, AtomicMax};
+    pub use crate::atomic::{
+        atomic_add, atomic_cas, atomic_max, warp_fetch_add, AtomicAdd, AtomicCas, AtomicMax,
+        WarpFetchAdd,
+    };
     pub use crate::index::*;
     pub use crate::prefetch;
     pub use crate::prefetch::PrefetchPart;

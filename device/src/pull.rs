@@ -82,39 +82,35 @@ pub unsafe fn copy_chunk(src: *const u32, dst: *mut u32, words: usize, counter: 
     }
     // Every lane's stores before the count (a fence each, then the warp meets).
     mem::fence_gpu();
-    warp::shfl_idx_u32(0, 0);
-    if lane == 0 {
-        mem::add(counter, 1);
-    }
+    warp::sync();
+    // Predicated, not `if lane == 0`: a branch here can leave the warp split for the
+    // caller's next chunk (`atomic::warp_fetch_add`).
+    mem::add_from_lane0(counter, 1);
 }
 
 /// Waits, with the whole warp, until `*counter >= chunks` or `timeout_ns` pass; returns
 /// whether the range is complete. When it returns `true`, every lane sees the copy's data.
 ///
+/// Every lane polls (one load for the warp) and the loop ends on warp votes, so all lanes
+/// leave it together: a lane-0 polling loop left the warp split for the work after it.
+///
 /// # Safety
 /// `counter` must be a valid `u32` in GPU memory.
 #[inline(always)]
 pub unsafe fn wait_complete(counter: *const u32, chunks: u32, timeout_ns: u64) -> bool {
-    let lane = lane_id();
-    let mut ok = 1u32;
-    if lane == 0 {
-        let start = globaltimer_ns();
-        let mut sleep = 256u32;
-        while mem::load_acquire(counter) < chunks {
-            if globaltimer_ns().wrapping_sub(start) >= timeout_ns {
-                ok = 0;
-                break;
-            }
-            nanosleep(sleep);
-            sleep = (sleep * 2).min(4096);
+    let start = warp::shfl_idx_u64(globaltimer_ns(), 0);
+    let mut sleep = 256u32;
+    loop {
+        // Each lane acquires for itself (the count only grows, so a complete read stays so).
+        if warp::vote_all(mem::load_acquire(counter) >= chunks) {
+            return true;
         }
+        if warp::vote_any(globaltimer_ns().wrapping_sub(start) >= timeout_ns) {
+            return false;
+        }
+        nanosleep(sleep);
+        sleep = (sleep * 2).min(4096);
     }
-    let ok = warp::shfl_idx_u32(ok, 0) == 1;
-    if ok {
-        // Each lane acquires for itself (the count only grows, so this read is complete too).
-        mem::load_acquire(counter);
-    }
-    ok
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -142,9 +138,15 @@ mod mem {
     pub unsafe fn fence_gpu() {
         asm!("fence.acq_rel.gpu;", options(nostack));
     }
+    /// `red.add` by lane 0 only, as one predicated instruction.
     #[inline(always)]
-    pub unsafe fn add(p: *mut u32, v: u32) {
-        asm!("red.relaxed.gpu.global.add.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
+    pub unsafe fn add_from_lane0(p: *mut u32, v: u32) {
+        asm!(
+            "{{ .reg .pred q; .reg .u32 l;",
+            "mov.u32 l, %laneid;",
+            "setp.eq.u32 q, l, 0;",
+            "@q red.relaxed.gpu.global.add.u32 [{p}], {v}; }}",
+            p = in(reg64) p, v = in(reg32) v, options(nostack));
     }
     #[inline(always)]
     pub unsafe fn load_acquire(p: *const u32) -> u32 {
@@ -172,8 +174,10 @@ mod mem {
     pub unsafe fn fence_gpu() {
         fence(Ordering::SeqCst);
     }
-    pub unsafe fn add(p: *mut u32, v: u32) {
-        AtomicU32::from_ptr(p).fetch_add(v, Ordering::Release);
+    pub unsafe fn add_from_lane0(p: *mut u32, v: u32) {
+        if crate::index::lane_id() == 0 {
+            AtomicU32::from_ptr(p).fetch_add(v, Ordering::Release);
+        }
     }
     pub unsafe fn load_acquire(p: *const u32) -> u32 {
         AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)

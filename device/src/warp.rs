@@ -65,6 +65,14 @@ pub fn shfl_idx_f32(value: f32, src: u32) -> f32 {
     f32::from_bits(shfl_idx_u32(value.to_bits(), src))
 }
 
+/// [`shfl_idx_u32`] for `u64` (two shuffles).
+#[inline(always)]
+pub fn shfl_idx_u64(value: u64, src: u32) -> u64 {
+    let lo = shfl_idx_u32(value as u32, src) as u64;
+    let hi = shfl_idx_u32((value >> 32) as u32, src) as u64;
+    lo | hi << 32
+}
+
 /// Sum of `value` over the 32 lanes of a full warp; the result is valid in lane 0.
 #[inline(always)]
 pub fn warp_sum_f32(mut value: f32) -> f32 {
@@ -125,6 +133,27 @@ pub fn ballot(predicate: bool) -> u32 {
             out
         },
         hooks::warp_op("warp::ballot", WarpOp::Ballot(predicate))
+    )
+}
+
+/// Waits until every lane of the warp gets here, and orders the memory accesses each lane
+/// made before it for the others (`bar.warp.sync`).
+///
+/// It does not make a split warp run together afterwards: `ptxas` compiles it, like a
+/// shuffle, to a collective that the parts of a split warp join and then leave, each on its
+/// own path again (the SASS; for shuffles, ncu's per-instruction thread counts on the
+/// H100). To keep lanes together, avoid branches that only some lanes take, such as
+/// `if lane == 0 { .. }` in a loop ([`crate::atomic::warp_fetch_add`]).
+#[inline(always)]
+pub fn sync() {
+    gpu_or_host!(
+        // SAFETY: a barrier over the full warp; every lane calls it.
+        unsafe {
+            core::arch::asm!("bar.warp.sync {m};", m = in(reg32) FULL_MASK, options(nostack))
+        },
+        {
+            hooks::warp_op("warp::sync", WarpOp::Sync);
+        }
     )
 }
 

@@ -33,6 +33,8 @@ pub enum WarpOp {
     Any(bool),
     /// `vote.sync.ballot.b32`.
     Ballot(bool),
+    /// `bar.warp.sync`: the lanes wait for each other and go on together.
+    Sync,
     /// `activemask.b32`: the lanes executing it together. Unlike the others it does not
     /// need the whole warp: it resolves once no lane of the warp can run further, to the
     /// lanes waiting at it.
@@ -62,6 +64,7 @@ impl WarpOp {
             WarpOp::All(_) => "vote.sync.all",
             WarpOp::Any(_) => "vote.sync.any",
             WarpOp::Ballot(_) => "vote.sync.ballot",
+            WarpOp::Sync => "bar.warp.sync",
             WarpOp::ActiveMask => "activemask",
         }
     }
@@ -115,6 +118,7 @@ pub(crate) fn resolve(ops: &[WarpOp]) -> Result<Vec<u32>, String> {
         WarpOp::All(_) => vec![ops.iter().all(pred) as u32; n as usize],
         WarpOp::Any(_) => vec![ops.iter().any(pred) as u32; n as usize],
         WarpOp::ActiveMask => vec![(u64::MAX >> (64 - n)) as u32; n as usize],
+        WarpOp::Sync => vec![0; n as usize],
         WarpOp::Ballot(_) => {
             let mask = ops
                 .iter()

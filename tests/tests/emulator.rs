@@ -197,6 +197,44 @@ fn warp_shuffles_and_votes_follow_ptx() {
 }
 
 #[test]
+fn warp_claims_give_every_lane_the_same_slot_and_every_warp_its_own() {
+    const CLAIMS: usize = 3;
+    let (blocks, threads) = (5u32, 96u32);
+    let warps = (blocks * threads / 32) as usize;
+    let (mut next, mut next64) = (vec![0u32], vec![0u64]);
+    let mut got = vec![u32::MAX; warps * CLAIMS * 32 * 2];
+    ptx_kernels::intr_warp_claims::launch(
+        &emu(),
+        LaunchConfig::new((blocks, 1, 1), (threads, 1, 1)),
+        &mut next,
+        &mut next64,
+        &mut got,
+    )
+    .unwrap();
+    assert_eq!(
+        next[0] as usize,
+        warps * CLAIMS,
+        "one add per warp and claim"
+    );
+    assert_eq!(next64[0] as usize, 2 * warps * CLAIMS);
+    let (mut slots, mut pairs) = (Vec::new(), Vec::new());
+    for claim in got.chunks(32 * 2) {
+        let (a, b) = (claim[0], claim[1]);
+        assert!(
+            claim.chunks(2).all(|l| l == [a, b]),
+            "every lane gets lane 0's result: {claim:?}"
+        );
+        slots.push(a);
+        pairs.push(b);
+    }
+    slots.sort_unstable();
+    pairs.sort_unstable();
+    let n = (warps * CLAIMS) as u32;
+    assert_eq!(slots, (0..n).collect::<Vec<_>>(), "each slot claimed once");
+    assert_eq!(pairs, (0..n).map(|i| 2 * i).collect::<Vec<_>>());
+}
+
+#[test]
 fn shared_memory_is_per_block_and_barriers_order_it() {
     let mut rng = Rng::fresh("shared");
     let n = 256 * 6;

@@ -295,6 +295,16 @@ fn indices_atomics_warp_sync_and_shared_memory() {
         ] {
             assert!(b.contains(insn), "sm_{cc}: {insn}");
         }
+        // One predicated atomic for the warp, no branch around it (see warp_fetch_add).
+        let b = body(cc, "intr_warp_claims");
+        for insn in [
+            "setp.eq.u32 p, l, 0;",
+            "@p atom.add.u32",
+            "@p atom.add.u64",
+            "bar.warp.sync",
+        ] {
+            assert!(b.contains(insn), "sm_{cc}: {insn}");
+        }
         let b = body(cc, "intr_sync");
         for insn in [
             "bar.sync",

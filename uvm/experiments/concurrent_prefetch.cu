@@ -149,9 +149,7 @@ int main() {
         for (auto& s : idle) CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
         for (auto& s : work) CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
         if (v.kernel_stream_last) CK(cudaStreamCreateWithFlags(&ks, cudaStreamNonBlocking));
-        cudaMemLocation dev{};
-        dev.type = cudaMemLocationTypeDevice;
-        dev.id = 0;
+        const cudaMemLocation dev = gpu_location();
         auto issue_one = [&](int b) {
             cudaStream_t s = work[b % v.workers];
             if (v.attr_check) {

@@ -1,5 +1,6 @@
-// Why does the IVF pull's in-kernel copy run at ~46 GB/s when pull_paths' C++ copy kernel
-// reaches ~51 on the same lists? This puts the Rust copy loop (`pull_copy` in
+// Why did the IVF pull's in-kernel copy run at ~46 GB/s when pull_paths' C++ copy kernel
+// reaches ~51 on the same lists? (Answer, found with ncu: pull_scan's warps ran the copy
+// loop split in two; docs/unified-memory.md.) This puts the Rust copy loop (`pull_copy` in
 // uvm/kernels, built on lookahead_device::pull::copy_chunk) beside the C++ one on the same
 // host-resident managed lists, in one process, and changes one thing at a time:
 //   cpp            pull_paths' sm_copy: a warp per 64 KiB piece, 16-byte loads, 8 in flight
@@ -7,6 +8,7 @@
 //   rust           pull_copy, loaded from the PTX the builder made
 //   order          pieces in random list order instead of address order
 //   pool dst       the destination from cudaMallocAsync's pool (as the Rust host allocates)
+//   round trip     every page moved to the GPU and back to the host before each run
 // and grids of 264 x 256 (the IVF pull_scan's) and 66 x 256 (its 528 copy warps).
 // Each row: median of 5 runs, each after moving every page back to the host; every copied
 // byte is checked. Baseline: pinned cudaMemcpy H2D in the same run.
@@ -29,25 +31,13 @@
 template <bool COUNT>
 __global__ void sm_copy(const unsigned* src, unsigned* dst, const unsigned long long* pieces, unsigned n,
                         unsigned* next, unsigned* counters) {
-    constexpr int UNROLL = 8;
     const int lane = threadIdx.x % 32;
     while (true) {
-        unsigned i = 0;
-        if (lane == 0) i = atomicAdd(next, 1u);
-        i = __shfl_sync(0xffffffff, i, 0);
+        const unsigned i = warp_claim(next);
         if (i >= n) return;
         const int4* s = (const int4*)(src + pieces[2 * i]);
         int4* d = (int4*)(dst + pieces[2 * i]);
-        size_t quads = pieces[2 * i + 1] / 4;
-        for (size_t w = lane; w < quads; w += 32 * UNROLL) {
-            int4 v[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (w + u * 32 < quads) v[u] = __ldcs(s + w + u * 32);
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (w + u * 32 < quads) d[w + u * 32] = v[u];
-        }
+        warp_copy(s, d, pieces[2 * i + 1] / 4);
         if (COUNT) {
             __threadfence();
             __syncwarp();
@@ -62,12 +52,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     const size_t list_bytes = 2u << 20, nlist = 2048, total = list_bytes * nlist;
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    int driver = 0;
-    CK(cudaDriverGetVersion(&driver));
-    printf("device %s, driver CUDA %d.%d, %d SMs\n", prop.name, driver / 1000, driver % 1000 / 10,
-           prop.multiProcessorCount);
+    print_device();
     CK(cudaFree(0));
     CUmodule module;
     CU(cuModuleLoad(&module, argv[1]));
@@ -79,23 +64,14 @@ int main(int argc, char** argv) {
     CK(cudaFuncGetAttributes(&fa, sm_copy<false>));
     printf("registers: rust pull_copy %d, cpp sm_copy %d\n", regs, fa.numRegs);
 
-    cudaMemLocation dev{}, host{};
-    dev.type = cudaMemLocationTypeDevice;
-    dev.id = 0;
-    host.type = cudaMemLocationTypeHost;
-    host.id = 0;
-    unsigned* managed;
-    CK(cudaMallocManaged(&managed, total));
-    for (size_t i = 0; i < total / 4; i++) managed[i] = (unsigned)(i * 2654435761u);
+    const cudaMemLocation dev = gpu_location(), host = host_location();
+    unsigned* managed = managed_pattern(total);
     CK(cudaMemAdvise(managed, total, cudaMemAdviseSetAccessedBy, dev));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     unsigned *plain, *pooled;
     CK(cudaMalloc(&plain, total));
     CK(cudaMallocAsync(&pooled, total, st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     unsigned *next, *counters;
     CK(cudaMalloc(&next, 4));
     CK(cudaMalloc(&counters, 4 * total / (64 << 10)));
@@ -130,31 +106,18 @@ int main(int argc, char** argv) {
                bytes / 1e6, n);
         printf("%-36s %9s %9s %9s %9s\n", "copy", "GB/s", "min", "max", "of pinned");
 
-        auto measure = [&](const char* name, unsigned* dst, std::function<void()> launch) {
+        auto measure = [&](const char* name, unsigned* dst, std::function<void()> launch, bool round_trip = false) {
             std::vector<double> rates;
-            size_t bad = 0;
             for (int r = 0; r < 5; r++) {
+                if (round_trip) CK(cudaMemPrefetchAsync(managed, total, dev, 0, st));
                 CK(cudaMemPrefetchAsync(managed, total, host, 0, st));
                 CK(cudaMemsetAsync(dst, 0, total, st));
                 CK(cudaMemsetAsync(next, 0, 4, st));
                 CK(cudaMemsetAsync(counters, 0, 4 * total / (64 << 10), st));
                 CK(cudaStreamSynchronize(st));
-                CK(cudaEventRecord(e0, st));
-                launch();
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
-                CK(cudaGetLastError());
-                float t;
-                CK(cudaEventElapsedTime(&t, e0, e1));
-                rates.push_back(bytes / (t * 1e-3) / 1e9);
+                rates.push_back(bytes / time_s(st, launch) / 1e9);
             }
-            std::vector<unsigned> back(list_bytes / 4);
-            for (int l : pick) {
-                size_t off = (size_t)l * list_bytes / 4;
-                CK(cudaMemcpy(back.data(), dst + off, list_bytes, cudaMemcpyDeviceToHost));
-                for (size_t i = 0; i < back.size(); i++)
-                    if (back[i] != (unsigned)((off + i) * 2654435761u)) bad++;
-            }
+            const size_t bad = count_wrong(dst, pick, list_bytes);
             std::sort(rates.begin(), rates.end());
             printf("%-36s %9.1f %9.1f %9.1f %8.0f%%%s\n", name, rates[2], rates[0], rates[4],
                    100 * rates[2] / pinned_rate, bad ? "  CHECK FAILED" : "");
@@ -189,6 +152,8 @@ int main(int argc, char** argv) {
         measure("rust, 264x256, order", plain, rust(264, plain, shuffled));
         measure("cpp+count, 264x256, pool dst", pooled, cpp(true, 264, pooled, in_order));
         measure("rust, 264x256, pool dst", pooled, rust(264, pooled, in_order));
+        measure("cpp+count, 264x256, round trip", plain, cpp(true, 264, plain, in_order), true);
+        measure("rust, 264x256, round trip", plain, rust(264, plain, in_order), true);
         CK(cudaFree(in_order));
         CK(cudaFree(shuffled));
     }

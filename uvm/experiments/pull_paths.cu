@@ -31,26 +31,14 @@ struct Piece {
 
 // Warp-per-piece copy: each lane moves 16 bytes per load, UNROLL loads in flight.
 template <int UNROLL>
-__global__ void sm_copy(const char* src, char* dst, const Piece* pieces, int n, int* next) {
-    const int lane = threadIdx.x % 32;
+__global__ void sm_copy(const char* src, char* dst, const Piece* pieces, int n, unsigned* next) {
     while (true) {
-        int i = 0;
-        if (lane == 0) i = atomicAdd(next, 1);
-        i = __shfl_sync(0xffffffff, i, 0);
+        const int i = (int)warp_claim(next);
         if (i >= n) return;
         Piece p = pieces[i];
         const int4* s = (const int4*)(src + p.src);
         int4* d = (int4*)(dst + p.dst);
-        size_t words = p.len / 16;
-        for (size_t w = lane; w < words; w += 32 * UNROLL) {
-            int4 v[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (w + u * 32 < words) v[u] = __ldcs(s + w + u * 32);
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (w + u * 32 < words) d[w + u * 32] = v[u];
-        }
+        warp_copy<UNROLL>(s, d, p.len / 16);
     }
 }
 
@@ -67,21 +55,10 @@ static double now_s() {
 
 int main() {
     const size_t list_bytes = 2u << 20, nlist = 2048, total = list_bytes * nlist;
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    int driver = 0;
-    CK(cudaDriverGetVersion(&driver));
-    printf("device %s, driver CUDA %d.%d, %d SMs\n", prop.name, driver / 1000, driver % 1000 / 10,
-           prop.multiProcessorCount);
-    cudaMemLocation dev{}, host{};
-    dev.type = cudaMemLocationTypeDevice;
-    dev.id = 0;
-    host.type = cudaMemLocationTypeHost;
-    host.id = 0;
+    print_device();
+    const cudaMemLocation dev = gpu_location(), host = host_location();
 
-    char* managed;
-    CK(cudaMallocManaged(&managed, total));
-    for (size_t i = 0; i < total / 4; i++) ((unsigned*)managed)[i] = (unsigned)(i * 2654435761u);
+    char* managed = (char*)managed_pattern(total);
     char* cache;
     CK(cudaMalloc(&cache, total));
     cudaStream_t st[4];
@@ -89,7 +66,7 @@ int main() {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    int* next;
+    unsigned* next;
     CK(cudaMalloc(&next, 4));
     float* sum;
     CK(cudaMalloc(&sum, 4));
@@ -178,17 +155,8 @@ int main() {
                 CK(cudaEventElapsedTime(&t, e0, e1));
                 after.push_back(runs[0].len / (t * 1e-3) / 1e9);
             }
-            size_t bad = 0;
-            if (check) {
-                std::vector<char> back(list_bytes);
-                for (int l : pick) {
-                    size_t off = (size_t)l * list_bytes;
-                    CK(cudaMemcpy(back.data(), cache + off, list_bytes, cudaMemcpyDeviceToHost));
-                    // Compare with the values the CPU wrote (the managed range may be elsewhere now).
-                    for (size_t i = 0; i < list_bytes / 4; i++)
-                        if (((unsigned*)back.data())[i] != (unsigned)((off / 4 + i) * 2654435761u)) bad++;
-                }
-            }
+            // Compare with the values the CPU wrote (the managed range may be elsewhere now).
+            const size_t bad = check ? count_wrong(cache, pick, list_bytes) : 0;
             std::sort(rates.begin(), rates.end());
             std::sort(after.begin(), after.end());
             printf("%-44s %6.1f GB/s [%5.1f, %5.1f]   re-read from managed %7.1f GB/s%s\n", name, rates[1], rates[0],

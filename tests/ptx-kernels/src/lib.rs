@@ -280,6 +280,26 @@ pub fn intr_warp(x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Each warp claims `CLAIMS` slots from `next[0]` (one at a time) and as many pairs from
+/// `next64[0]` (two at a time), in a loop; every lane writes what it got for each claim to
+/// `got[((warp * CLAIMS + k) * 32 + lane) * 2 ..]`.
+#[kernel(min_len(next = 1, next64 = 1))]
+pub fn intr_warp_claims(next: &mut [u32], next64: &mut [u64], got: &mut [u32]) {
+    const CLAIMS: usize = 3;
+    let warp = global_index_x() / 32;
+    let lane = lane_id() as usize;
+    for k in 0..CLAIMS {
+        let a = warp_fetch_add(&mut next[0], 1u32);
+        let b = warp_fetch_add(&mut next64[0], 2u64);
+        let at = ((warp * CLAIMS + k) * 32 + lane) * 2;
+        if at + 1 < got.len() {
+            got[at] = a;
+            got[at + 1] = b as u32;
+        }
+        warp::sync();
+    }
+}
+
 #[kernel(min_len(flag = 1))]
 pub fn intr_sync(flag: &mut [u32]) {
     fence_block();

@@ -91,13 +91,8 @@ mod kernels {
         next: *mut u32,
         counters: *mut u32,
     ) {
-        let lane = lookahead_device::index::lane_id();
         loop {
-            let mut i = 0;
-            if lane == 0 {
-                i = atomic_add_u32(next, 1);
-            }
-            let i = lookahead_device::warp::shfl_idx_u32(i, 0);
+            let i = lookahead_device::atomic::warp_fetch_add(&mut *next, 1);
             if i >= n {
                 return;
             }

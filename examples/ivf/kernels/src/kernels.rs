@@ -619,13 +619,8 @@ pub fn pull_scan(
     // SAFETY: the cache is read only where `wait_complete` saw its copy complete, and no
     // warp writes a range after its copy is complete.
     let cached = unsafe { core::slice::from_raw_parts(dst as *const f32, words) };
-    let claim = |slot: &mut u64| {
-        let mut v = 0;
-        if lane == 0 {
-            v = atomic_add(slot, 1u64).min(u32::MAX as u64) as u32;
-        }
-        warp::shfl_idx_u32(v, 0) as usize
-    };
+    // Not `if lane == 0 { atomic_add }`: such branches split the copy loop's warps in two.
+    let claim = |slot: &mut u64| warp_fetch_add(slot, 1u64) as usize;
 
     let role = claim(&mut work[0]);
     if role < copy_warps as usize {
