@@ -79,3 +79,24 @@ pub fn lane_id() -> u32 {
 pub fn warp_id() -> u32 {
     thread_idx_x() / WARP_SIZE
 }
+
+/// The SM this thread runs on (`%smid`; not necessarily below the SM count, and a block
+/// keeps its SM for its whole run). In the emulator every block has an SM of its own:
+/// the block's linear index.
+#[inline(always)]
+pub fn sm_id() -> u32 {
+    gpu_or_host!(
+        {
+            let id: u32;
+            // SAFETY: reads a special register.
+            unsafe {
+                core::arch::asm!("mov.u32 {id}, %smid;", id = out(reg32) id, options(nostack, nomem))
+            };
+            id
+        },
+        {
+            let c = lookahead_emu::hooks::coords("index::sm_id");
+            c.block_idx[0] + c.grid_dim[0] * (c.block_idx[1] + c.grid_dim[1] * c.block_idx[2])
+        }
+    )
+}

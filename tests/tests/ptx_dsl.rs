@@ -269,6 +269,7 @@ fn indices_atomics_warp_sync_and_shared_memory() {
                 assert!(b.contains(&format!("{reg}{d}")), "sm_{cc}: {reg}{d}");
             }
         }
+        assert!(b.contains("%smid"), "sm_{cc}: %smid");
         let b = body(cc, "intr_atomics");
         for insn in [
             "atom.add.f32",

@@ -53,10 +53,11 @@ pub struct EmulatedParams {
     /// Blocks of the scan kernel.
     pub scan_blocks: u32,
     /// Run the GPU-driven pull path (`pull_scan` with a fresh cache) instead of `scan`;
-    /// then `copy_warps` of its warps copy.
+    /// then the blocks on every `copy_every`-th SM copy (the emulator gives every block an
+    /// SM of its own), and warp 0 of block 0.
     pub pull: bool,
     /// See `pull`.
-    pub copy_warps: u32,
+    pub copy_every: u32,
 }
 
 impl Default for EmulatedParams {
@@ -67,7 +68,7 @@ impl Default for EmulatedParams {
             hints: false,
             scan_blocks: 4,
             pull: false,
-            copy_warps: 2,
+            copy_every: 2,
         }
     }
 }
@@ -171,7 +172,7 @@ pub fn search(
             dim as u32,
             nprobe as u32,
             params.chunk_rows,
-            params.copy_warps,
+            params.copy_every,
             60_000_000,
             &mut work,
             &mut readiness,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
-    coarse_config, DEFAULT_CHUNK_ROWS, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_WARPS_PER_SM,
+    coarse_config, DEFAULT_CHUNK_ROWS, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM,
     READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
 use lookahead::launch::LaunchConfig;
@@ -52,8 +52,8 @@ pub struct GpuIndex {
     max_list_len: usize,
     /// Blocks of the scan that are resident on the GPU at once.
     scan_capacity: u32,
-    /// Warps of `pull_scan` that copy.
-    copy_warps: u32,
+    /// `pull_scan` copies on every this-many-th SM.
+    copy_every: u32,
     buffers: Option<Buffers>,
 }
 
@@ -81,8 +81,8 @@ pub struct SearchParams {
     pub expected_passes: f64,
     /// Most blocks of the scan kernel (0: as many as are resident at once).
     pub max_blocks: u32,
-    /// Warps of the pull kernel that copy (0: [`PULL_COPY_WARPS_PER_SM`] per SM).
-    pub pull_copy_warps: u32,
+    /// The pull kernel copies on every this-many-th SM (0: [`PULL_COPY_EVERY_NTH_SM`]).
+    pub pull_copy_every: u32,
 }
 
 /// What a search found and what it cost.
@@ -299,7 +299,7 @@ impl GpuIndex {
             chunk_rows: DEFAULT_CHUNK_ROWS,
             max_list_len,
             scan_capacity,
-            copy_warps: PULL_COPY_WARPS_PER_SM * sm_count,
+            copy_every: PULL_COPY_EVERY_NTH_SM,
             buffers: None,
         })
     }
@@ -667,10 +667,10 @@ impl GpuIndex {
                 dim as u32,
                 nprobe as u32,
                 chunk_rows,
-                if params.pull_copy_warps == 0 {
-                    self.copy_warps
+                if params.pull_copy_every == 0 {
+                    self.copy_every
                 } else {
-                    params.pull_copy_warps
+                    params.pull_copy_every
                 },
                 mach.wait.as_micros().min(u32::MAX as u128) as u32,
                 &mut UM::new(&mut b.work, s),

@@ -239,11 +239,13 @@ fn a_ring_too_small_for_the_plan_falls_back_without_changing_results() {
     );
 }
 
-/// The GPU-driven pull path: the first `copy_warps` warps to run copy the probed lists into
-/// a fresh cache, chunk by chunk, and every warp then waits per list and scans the copy.
-/// Same neighbours as the plain scan; every probed list copied and read from the cache; the
-/// cache equal to the lists. One block where one warp copies while seven wait (the waits
-/// must let it run), more copy warps than the grid has, and unaligned rows (dim 21: the
+/// The GPU-driven pull path: the blocks on every `copy_every`-th SM (in the emulator, every
+/// `copy_every`-th block) and block 0's first warp copy the probed lists into a fresh cache,
+/// chunk by chunk, and every warp then waits per list and scans the copy. Same neighbours as
+/// the plain scan; every probed list copied and read from the cache; the cache equal to the
+/// lists. One block where one warp copies while seven wait (the waits must let it run), every
+/// warp copying, half the blocks copying, one copying block and two waiting ones, and
+/// unaligned rows (dim 21: the
 /// 4-byte copy path) next to aligned, multi-chunk lists (dim 128: 16-byte loads, lists of
 /// more than one 64 KiB chunk).
 #[test]
@@ -267,14 +269,14 @@ fn pulled_lists_give_the_same_answer() {
                 "a list of several copy chunks"
             );
         }
-        for (copy_warps, scan_blocks) in [(1, 1), (2, 4), (64, 3)] {
+        for (copy_every, scan_blocks) in [(0, 1), (1, 3), (2, 4), (64, 3)] {
             let params = EmulatedParams {
                 pull: true,
-                copy_warps,
+                copy_every,
                 scan_blocks,
                 ..EmulatedParams::default()
             };
-            let what = format!("dim {dim}, {copy_warps} copy warps, {scan_blocks} blocks");
+            let what = format!("dim {dim}, copy on every {copy_every}th SM, {scan_blocks} blocks");
             let got = emulated::search(
                 &emu,
                 &f.layout,

@@ -67,7 +67,7 @@ fn params(policy: Policy) -> SearchParams {
         policy,
         expected_passes: 2.0,
         max_blocks: 0,
-        pull_copy_warps: 0,
+        pull_copy_every: 0,
     }
 }
 

@@ -37,6 +37,7 @@ pub const KERNELS: &[&str] = &[
     "pf_queue_lists",
     "intr_indices",
     "intr_atomics",
+    "intr_warp_claims",
     "intr_warp",
     "intr_sync",
     "intr_shared",
@@ -230,7 +231,7 @@ pub fn pf_bulk_sm90(x: &[f32], out: &mut [f32]) {
     out[0] = acc;
 }
 
-#[kernel(min_len(out = 12))]
+#[kernel(min_len(out = 13))]
 pub fn intr_indices(out: &mut [u32]) {
     if global_index_x() == 0 && global_index_y() == 0 && global_index_z() == 0 {
         out[0] = thread_idx_x() + thread_idx_y() + thread_idx_z();
@@ -245,6 +246,7 @@ pub fn intr_indices(out: &mut [u32]) {
         out[9] = warp_id();
         out[10] = grid_stride_x() as u32;
         out[11] = WARP_SIZE;
+        out[12] = sm_id();
     }
 }
 

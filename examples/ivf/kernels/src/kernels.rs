@@ -554,14 +554,15 @@ pub fn scan(
 /// the device-memory `cache` (same layout as `lists`) over the interconnect, then scans the
 /// copies.
 ///
-/// Each warp first claims a role from `work[0]`: the first `copy_warps` warps to run copy
-/// the chunks [`plan`] numbered (`wanted`, `copy_first`, `totals[3]`), claimed in order from
-/// `work[1]`, adding one to `copied[list]` per chunk ([`pull::copy_chunk`]); then every warp
+/// The warps on every `copy_every`-th SM ([`sm_id`] a multiple of it), and warp 0 of block 0
+/// in any case, copy the chunks [`plan`] numbered (`wanted`, `copy_first`, `totals[3]`),
+/// claimed in order from `work[1]`, adding one to `copied[list]` per chunk
+/// ([`pull::copy_chunk`]); then every warp
 /// takes work items in order from `work[2]` and, before a list's first item, waits until its
 /// copy is complete ([`pull::wait_complete`], at most `wait_us` microseconds; on a timeout it
 /// reads the list over the interconnect instead, so the result is the same). Copying warps
-/// never wait, and they run before they copy, so every wait ends without any assumption on
-/// how many blocks are resident. `readiness[list]` gets [`READY_ARRIVED`] (read from the
+/// never wait, they run before they copy, and block 0's first warp is one of them, so every
+/// wait ends without any assumption on how many blocks are resident or where. `readiness[list]` gets [`READY_ARRIVED`] (read from the
 /// cache) or [`READY_TIMED_OUT`]. `work` (at least [`PULL_WORK_WORDS`]) must be zero at
 /// launch; afterwards `work[3]` and `work[4]` hold the GPU's nanosecond clock when the first
 /// copy warp started and when the last one finished (the copy's own time). Copied lists stay
@@ -585,7 +586,7 @@ pub fn pull_scan(
     dim: u32,
     nprobe: u32,
     chunk_rows: u32,
-    copy_warps: u32,
+    copy_every: u32,
     wait_us: u32,
     work: &mut [u64],
     readiness: &mut [u32],
@@ -622,9 +623,12 @@ pub fn pull_scan(
     // Not `if lane == 0 { atomic_add }`: such branches split the copy loop's warps in two.
     let claim = |slot: &mut u64| warp_fetch_add(slot, 1u64) as usize;
 
-    let role = claim(&mut work[0]);
-    if role < copy_warps as usize {
-        if role == 0 && lane == 0 {
+    // Whole SMs copy: beside the copy's long system-memory loads, scanning warps on the same
+    // SM ran 3-7x slower (H100), so the other SMs are left to scan at full speed.
+    let copier =
+        (copy_every > 0 && sm_id() % copy_every == 0) || (block_idx_x() == 0 && warp_id() == 0);
+    if copier {
+        if claim(&mut work[0]) == 0 && lane == 0 {
             work[3] = globaltimer_ns();
         }
         loop {

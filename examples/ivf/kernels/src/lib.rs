@@ -46,9 +46,10 @@ pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
 pub const PLAN_THREADS: u32 = 1024;
 /// Threads per block of [`scan`] (and of [`merge`]).
 pub const SCAN_THREADS: u32 = 256;
-/// Warps per SM of [`pull_scan`] that copy (the rest scan): at 4 KiB of loads in flight
-/// each, 4 per SM keep more than 2 MiB in flight, far more than the interconnect needs.
-pub const PULL_COPY_WARPS_PER_SM: u32 = 4;
+/// [`pull_scan`] copies on every this-many-th SM (the rest scan): on an H100 with two blocks
+/// of 256 threads per SM, 33 SMs of 16 warps, each warp with 4 KiB of loads in flight, keep
+/// more than 2 MiB in flight, far more than the interconnect needs.
+pub const PULL_COPY_EVERY_NTH_SM: u32 = 4;
 /// Words of [`pull_scan`]'s `work` array.
 pub const PULL_WORK_WORDS: usize = 8;
 /// Lanes of [`scan`] that share one vector.

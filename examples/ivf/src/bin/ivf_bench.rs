@@ -63,9 +63,9 @@ struct Args {
     /// Largest prefetch call of the host engine (host-selected, prefetch-all), MiB.
     #[arg(long, default_value_t = 32)]
     engine_piece_mib: u64,
-    /// Warps of the GPU-driven pull kernel that copy (0: 4 per SM).
+    /// The GPU-driven pull kernel copies on every this-many-th SM (0: every 4th).
     #[arg(long, default_value_t = 0)]
-    pull_copy_warps: u32,
+    pull_copy_every: u32,
     /// Map the index for the GPU with the host as preferred location too (so the driver
     /// never migrates mapped pages by itself).
     #[arg(long)]
@@ -269,7 +269,7 @@ fn run(args: &Args) -> Result<bool, Error> {
             policy,
             expected_passes: 2.0,
             max_blocks: 0,
-            pull_copy_warps: args.pull_copy_warps,
+            pull_copy_every: args.pull_copy_every,
         };
 
         bar.set_message(format!("{pct}%: resident baseline"));
@@ -379,11 +379,16 @@ fn run(args: &Args) -> Result<bool, Error> {
     let _ = writeln!(md, "- pinned cudaMemcpy H2D (same run): {pinned:.1} GB/s");
     let _ = writeln!(
         md,
-        "- gpu-pull: {} copy warps; the mapping {} the host as preferred location",
-        if args.pull_copy_warps == 0 {
-            "4 per SM".to_string()
+        "- gpu-pull: the warps on {} copy (and block 0's first warp); the mapping {} the host as preferred location",
+        match if args.pull_copy_every == 0 {
+            ivf_kernels::PULL_COPY_EVERY_NTH_SM
         } else {
-            args.pull_copy_warps.to_string()
+            args.pull_copy_every
+        } {
+            1 => "every SM".to_string(),
+            2 => "every 2nd SM".to_string(),
+            3 => "every 3rd SM".to_string(),
+            n => format!("every {n}th SM"),
         },
         if args.prefer_host {
             "sets"

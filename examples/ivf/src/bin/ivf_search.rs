@@ -143,7 +143,7 @@ fn run(args: &Args) -> Result<bool, Error> {
         policy: args.policy,
         expected_passes: args.runs as f64,
         max_blocks: args.max_blocks,
-        pull_copy_warps: 0,
+        pull_copy_every: 0,
     };
     let out = index.search(&queries, params, &mut mach)?;
     let mut consistent = true;
