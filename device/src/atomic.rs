@@ -207,7 +207,7 @@ pub trait WarpFetchAdd: AtomicAdd {
 }
 
 macro_rules! warp_fetch_add {
-    ($ty:ty, $instr:literal, $reg:ident, $zero:literal, $broadcast:path) => {
+    ($ty:ident, $reg:ident, $broadcast:path) => {
         impl WarpFetchAdd for $ty {
             #[inline(always)]
             unsafe fn warp_fetch_add_ptr(ptr: *mut Self, value: Self) -> Self {
@@ -220,8 +220,8 @@ macro_rules! warp_fetch_add {
                             "{{ .reg .pred p; .reg .u32 l;",
                             "mov.u32 l, %laneid;",
                             "setp.eq.u32 p, l, 0;",
-                            concat!("mov.", $zero, " {old}, 0;"),
-                            concat!("@p ", $instr, " {old}, [{ptr}], {v}; }}"),
+                            concat!("mov.", stringify!($ty), " {old}, 0;"),
+                            concat!("@p atom.add.", stringify!($ty), " {old}, [{ptr}], {v}; }}"),
                             old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
                         old
                     },
@@ -237,8 +237,8 @@ macro_rules! warp_fetch_add {
     };
 }
 
-warp_fetch_add!(u32, "atom.add.u32", reg32, "u32", crate::warp::shfl_idx_u32);
-warp_fetch_add!(u64, "atom.add.u64", reg64, "u64", crate::warp::shfl_idx_u64);
+warp_fetch_add!(u32, reg32, crate::warp::shfl_idx_u32);
+warp_fetch_add!(u64, reg64, crate::warp::shfl_idx_u64);
 
 /// One atomic add for the whole warp: lane 0 adds `value` to `*slot`, and every lane gets
 /// the previous value. Every lane of the warp must call it, with the same `slot`.

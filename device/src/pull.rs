@@ -19,6 +19,7 @@
 //! ends, whatever the number of resident blocks. The simplest way is to hand out the copy
 //! chunks before the work that waits, from a counter, to warps that are already running.
 
+use crate::atomic::WarpFetchAdd;
 use crate::index::lane_id;
 use crate::sync::{globaltimer_ns, nanosleep};
 use crate::warp;
@@ -83,9 +84,8 @@ pub unsafe fn copy_chunk(src: *const u32, dst: *mut u32, words: usize, counter: 
     // Every lane's stores before the count (a fence each, then the warp meets).
     mem::fence_gpu();
     warp::sync();
-    // Predicated, not `if lane == 0`: a branch here can leave the warp split for the
-    // caller's next chunk (`atomic::warp_fetch_add`).
-    mem::add_from_lane0(counter, 1);
+    // Not `if lane == 0`: a branch here can leave the warp split for the caller's next chunk.
+    u32::warp_fetch_add_ptr(counter, 1);
 }
 
 /// Waits, with the whole warp, until `*counter >= chunks` or `timeout_ns` pass; returns
@@ -138,16 +138,6 @@ mod mem {
     pub unsafe fn fence_gpu() {
         asm!("fence.acq_rel.gpu;", options(nostack));
     }
-    /// `red.add` by lane 0 only, as one predicated instruction.
-    #[inline(always)]
-    pub unsafe fn add_from_lane0(p: *mut u32, v: u32) {
-        asm!(
-            "{{ .reg .pred q; .reg .u32 l;",
-            "mov.u32 l, %laneid;",
-            "setp.eq.u32 q, l, 0;",
-            "@q red.relaxed.gpu.global.add.u32 [{p}], {v}; }}",
-            p = in(reg64) p, v = in(reg32) v, options(nostack));
-    }
     #[inline(always)]
     pub unsafe fn load_acquire(p: *const u32) -> u32 {
         let v: u32;
@@ -173,11 +163,6 @@ mod mem {
     }
     pub unsafe fn fence_gpu() {
         fence(Ordering::SeqCst);
-    }
-    pub unsafe fn add_from_lane0(p: *mut u32, v: u32) {
-        if crate::index::lane_id() == 0 {
-            AtomicU32::from_ptr(p).fetch_add(v, Ordering::Release);
-        }
     }
     pub unsafe fn load_acquire(p: *const u32) -> u32 {
         AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)

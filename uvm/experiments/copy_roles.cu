@@ -21,7 +21,6 @@
 //   ./copy_roles
 #include "check.cuh"
 
-#include <functional>
 #include <random>
 #include <set>
 

@@ -52,8 +52,6 @@ pub struct GpuIndex {
     max_list_len: usize,
     /// Blocks of the scan that are resident on the GPU at once.
     scan_capacity: u32,
-    /// `pull_scan` copies on every this-many-th SM.
-    copy_every: u32,
     buffers: Option<Buffers>,
 }
 
@@ -299,7 +297,6 @@ impl GpuIndex {
             chunk_rows: DEFAULT_CHUNK_ROWS,
             max_list_len,
             scan_capacity,
-            copy_every: PULL_COPY_EVERY_NTH_SM,
             buffers: None,
         })
     }
@@ -668,7 +665,7 @@ impl GpuIndex {
                 nprobe as u32,
                 chunk_rows,
                 if params.pull_copy_every == 0 {
-                    self.copy_every
+                    PULL_COPY_EVERY_NTH_SM
                 } else {
                     params.pull_copy_every
                 },
