@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo run --release --quiet -p lookahead-examples --bin demo -- "$@"
+cargo run --release --quiet -p lookahead-demo --bin demo -- "$@"

@@ -1,9 +1,9 @@
 //! Cross-crate tests for Lookahead live in `tests/`; this library carries the PTX the
 //! build script compiled for them and a small PTX reader for loop-placement checks.
 
-/// `gpu-kernels` compiled for sm_70, sm_80 and sm_90.
-pub mod gpu_kernels_ptx {
-    include!(concat!(env!("OUT_DIR"), "/gpu_kernels_ptx.rs"));
+/// `demo-kernels` compiled for sm_70, sm_80 and sm_90.
+pub mod demo_kernels_ptx {
+    include!(concat!(env!("OUT_DIR"), "/demo_kernels_ptx.rs"));
 }
 
 /// `ptx-kernels` (tests/ptx-kernels) compiled for sm_70, sm_80 and sm_90.

@@ -1,4 +1,4 @@
-//! The CPU emulator, in CI: every kernel of `gpu-kernels` and the DSL test kernels run on
+//! The CPU emulator, in CI: every kernel of `demo-kernels` and the DSL test kernels run on
 //! `lookahead::emu::Emulator` and are checked against a CPU reference on fresh random inputs;
 //! the prefetch trace of each `#[prefetch_next]` form is checked against what iteration
 //! `i + distance` reads; deadlocks, races and out-of-bounds indices are reported.
@@ -60,7 +60,7 @@ fn saxpy_matches_the_cpu() {
     let x = rng.f32s(n);
     let y0 = rng.f32s(n);
     let mut y = y0.clone();
-    gpu_kernels::saxpy::launch(&emu(), LaunchConfig::for_len(n, 256), a, &x, &mut y).unwrap();
+    demo_kernels::saxpy::launch(&emu(), LaunchConfig::for_len(n, 256), a, &x, &mut y).unwrap();
     for i in 0..n {
         assert_eq!(y[i], a * x[i] + y0[i], "element {i}");
     }
@@ -73,7 +73,7 @@ fn reduce_sum_matches_the_cpu() {
     let x = rng.f32s(n);
     let mut out = vec![f32::NAN; 1];
     out[0] = 0.0;
-    gpu_kernels::reduce_sum::launch(&emu(), LaunchConfig::grid_stride(n, 256, 16), &x, &mut out)
+    demo_kernels::reduce_sum::launch(&emu(), LaunchConfig::grid_stride(n, 256, 16), &x, &mut out)
         .unwrap();
     let want: f64 = x.iter().map(|&v| v as f64).sum();
     assert!((out[0] as f64 - want).abs() < 1e-2, "{} vs {want}", out[0]);
@@ -87,13 +87,13 @@ fn copies_with_every_prefetch_level_match_the_cpu() {
     type Copy = fn(&Emulator, LaunchConfig, &Vec<f32>, &mut Vec<f32>) -> lookahead::Result<()>;
     let copies: [(&str, Copy); 3] = [
         ("copy_prefetch_l2", |e, c, x, y| {
-            gpu_kernels::copy_prefetch_l2::launch(e, c, x, y)
+            demo_kernels::copy_prefetch_l2::launch(e, c, x, y)
         }),
         ("copy_prefetch_l2_evict_last", |e, c, x, y| {
-            gpu_kernels::copy_prefetch_l2_evict_last::launch(e, c, x, y)
+            demo_kernels::copy_prefetch_l2_evict_last::launch(e, c, x, y)
         }),
         ("copy_prefetch_bulk", |e, c, x, y| {
-            gpu_kernels::copy_prefetch_bulk::launch(e, c, x, y)
+            demo_kernels::copy_prefetch_bulk::launch(e, c, x, y)
         }),
     ];
     for (name, copy) in copies {
@@ -107,7 +107,7 @@ fn copies_with_every_prefetch_level_match_the_cpu() {
 fn launchers_check_lengths_before_running() {
     let x = vec![1.0f32; 10];
     let mut y = vec![0.0f32; 9];
-    let e = gpu_kernels::saxpy::launch(&emu(), LaunchConfig::for_len(10, 32), 1.0, &x, &mut y)
+    let e = demo_kernels::saxpy::launch(&emu(), LaunchConfig::for_len(10, 32), 1.0, &x, &mut y)
         .unwrap_err();
     assert!(
         matches!(

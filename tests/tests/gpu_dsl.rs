@@ -1,4 +1,4 @@
-//! On the GPU: every example kernel of `gpu-kernels`, launched through its typed
+//! On the GPU: every example kernel of `demo-kernels`, launched through its typed
 //! `#[kernel]` launcher, gives the CPU reference's result on device memory and on managed
 //! memory; launch-time validation refuses bad lengths and shapes without launching.
 //!
@@ -49,11 +49,11 @@ fn read_managed(gpu: &Gpu, m: &UnifiedSlice<f32>) -> Vec<f32> {
 }
 
 fn cfg() -> LaunchConfig {
-    LaunchConfig::for_len(N, gpu_kernels::BLOCK_SIZE)
+    LaunchConfig::for_len(N, demo_kernels::BLOCK_SIZE)
 }
 
 fn stride_cfg() -> LaunchConfig {
-    LaunchConfig::grid_stride(N, gpu_kernels::BLOCK_SIZE, 264)
+    LaunchConfig::grid_stride(N, demo_kernels::BLOCK_SIZE, 264)
 }
 
 #[test]
@@ -63,10 +63,10 @@ fn saxpy_matches_cpu_on_device_and_managed_memory() {
     let (x, y, a) = (input(1, N), input(2, N), 1.75f32);
     let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| a * x + y).collect();
     let (dx, mut dy) = (dev(&gpu, &x), dev(&gpu, &y));
-    gpu_kernels::saxpy::launch(&gpu, cfg(), a, &dx, &mut dy).unwrap();
+    demo_kernels::saxpy::launch(&gpu, cfg(), a, &dx, &mut dy).unwrap();
     let got = read_dev(&gpu, &dy);
     let (mx, mut my) = (managed(&gpu, &x), managed(&gpu, &y));
-    gpu_kernels::saxpy::launch(&gpu, cfg(), a, &mx, &mut my).unwrap();
+    demo_kernels::saxpy::launch(&gpu, cfg(), a, &mx, &mut my).unwrap();
     let got_m = read_managed(&gpu, &my);
     for i in 0..N {
         assert!((got[i] - want[i]).abs() <= 1e-6, "device [{i}]");
@@ -83,7 +83,7 @@ fn reduce_sum_matches_cpu_on_device_and_managed_memory() {
     let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
     let dx = dev(&gpu, &x);
     let mut out = dev(&gpu, &[0.0]);
-    gpu_kernels::reduce_sum::launch(&gpu, stride_cfg(), &dx, &mut out).unwrap();
+    demo_kernels::reduce_sum::launch(&gpu, stride_cfg(), &dx, &mut out).unwrap();
     let got = read_dev(&gpu, &out)[0] as f64;
     assert!(
         (got - want).abs() / scale <= 1e-5,
@@ -91,7 +91,7 @@ fn reduce_sum_matches_cpu_on_device_and_managed_memory() {
     );
     let mx = managed(&gpu, &x);
     let mut mout = managed(&gpu, &[0.0]);
-    gpu_kernels::reduce_sum::launch(&gpu, stride_cfg(), &mx, &mut mout).unwrap();
+    demo_kernels::reduce_sum::launch(&gpu, stride_cfg(), &mx, &mut mout).unwrap();
     let got = read_managed(&gpu, &mout)[0] as f64;
     assert!(
         (got - want).abs() / scale <= 1e-5,
@@ -109,7 +109,7 @@ macro_rules! copy_test {
             let poison = vec![f32::NAN; N];
             let dx = dev(&gpu, &x);
             let mut dy = dev(&gpu, &poison);
-            gpu_kernels::$kernel::launch(&gpu, stride_cfg(), &dx, &mut dy).unwrap();
+            demo_kernels::$kernel::launch(&gpu, stride_cfg(), &dx, &mut dy).unwrap();
             let got = read_dev(&gpu, &dy);
             assert!(
                 got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()),
@@ -117,7 +117,7 @@ macro_rules! copy_test {
             );
             let mx = managed(&gpu, &x);
             let mut my = managed(&gpu, &poison);
-            gpu_kernels::$kernel::launch(&gpu, stride_cfg(), &mx, &mut my).unwrap();
+            demo_kernels::$kernel::launch(&gpu, stride_cfg(), &mx, &mut my).unwrap();
             let got = read_managed(&gpu, &my);
             assert!(
                 got.iter().zip(&x).all(|(g, w)| g.to_bits() == w.to_bits()),
@@ -140,7 +140,7 @@ fn launcher_refuses_bad_lengths_and_shapes_before_launching() {
     let gpu = gpu();
     let dx = dev(&gpu, &input(5, 100));
     let mut dy = dev(&gpu, &input(6, 99));
-    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy)
+    let e = demo_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy)
         .unwrap_err();
     assert!(
         matches!(
@@ -153,8 +153,9 @@ fn launcher_refuses_bad_lengths_and_shapes_before_launching() {
         "{e}"
     );
     let mut empty = dev(&gpu, &[]);
-    let e = gpu_kernels::reduce_sum::launch(&gpu, LaunchConfig::for_len(100, 128), &dx, &mut empty)
-        .unwrap_err();
+    let e =
+        demo_kernels::reduce_sum::launch(&gpu, LaunchConfig::for_len(100, 128), &dx, &mut empty)
+            .unwrap_err();
     assert!(
         matches!(
             e,
@@ -166,7 +167,7 @@ fn launcher_refuses_bad_lengths_and_shapes_before_launching() {
         "{e}"
     );
     let mut dy = dev(&gpu, &input(6, 100));
-    let e = gpu_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 2048), 1.0, &dx, &mut dy)
+    let e = demo_kernels::saxpy::launch(&gpu, LaunchConfig::for_len(100, 2048), 1.0, &dx, &mut dy)
         .unwrap_err();
     assert!(
         matches!(
@@ -180,7 +181,7 @@ fn launcher_refuses_bad_lengths_and_shapes_before_launching() {
     );
     // And a good launch through a plain cudarc stream works too.
     let stream = gpu.stream().clone();
-    gpu_kernels::saxpy::launch(&stream, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy)
+    demo_kernels::saxpy::launch(&stream, LaunchConfig::for_len(100, 128), 1.0, &dx, &mut dy)
         .unwrap();
     gpu.synchronize().unwrap();
 }

@@ -1,9 +1,9 @@
-//! What the builder emits for `gpu-kernels`, checked without a GPU: one module per
+//! What the builder emits for `demo-kernels`, checked without a GPU: one module per
 //! architecture, every kernel present, nothing unresolved, each prefetch instruction
 //! exactly on the architectures that have it, and `ptxas` accepting every file.
 
 use lookahead_builder::{ptx, CudaTools};
-use lookahead_tests::gpu_kernels_ptx::{PTX, PTX_TOOLCHAIN};
+use lookahead_tests::demo_kernels_ptx::{PTX, PTX_TOOLCHAIN};
 
 fn module(cc: u32) -> &'static str {
     PTX.iter()
@@ -32,7 +32,7 @@ fn every_kernel_has_an_entry_and_nothing_is_unresolved() {
     for (cc, text) in PTX {
         let mut entries = ptx::entries(text);
         entries.sort();
-        let mut want = gpu_kernels::KERNELS.to_vec();
+        let mut want = demo_kernels::KERNELS.to_vec();
         want.sort();
         assert_eq!(entries, want, "sm_{cc}");
         assert!(
@@ -111,7 +111,7 @@ fn ptxas_accepts_every_module() {
     let dir = std::env::temp_dir().join(format!("lookahead-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (cc, text) in PTX {
-        let file = dir.join(format!("gpu_kernels.sm_{cc}.ptx"));
+        let file = dir.join(format!("demo_kernels.sm_{cc}.ptx"));
         std::fs::write(&file, text).unwrap();
         ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}"))
             .unwrap_or_else(|e| panic!("{e}"));
