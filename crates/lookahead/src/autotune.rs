@@ -189,19 +189,10 @@ impl Selector {
     }
 }
 
-/// The median of `v` (the mean of the middle two for an even count), `None` when empty.
-pub fn median(v: &[f32]) -> Option<f32> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f32::total_cmp);
-    let m = s.len() / 2;
-    Some(if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        (s[m - 1] + s[m]) / 2.0
-    })
+/// The median of `v` in milliseconds ([`crate::timing::median`]), `None` when empty.
+fn median(v: &[f32]) -> Option<f32> {
+    let v: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    crate::timing::median(&v).map(|m| m as f32)
 }
 
 /// What a tuning is kept for: one kernel (its name in one PTX table) on one device.
@@ -615,13 +606,6 @@ mod tests {
         assert_eq!(s.record(Variant::Hinted, 0.1), Some(Variant::Plain));
         assert_eq!(s.samples(), [2, 2]);
         assert_eq!(s.next(), Variant::Plain);
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod module;
 pub mod prefetch;
 pub mod range;
 pub mod resource;
+pub mod timing;
 pub mod untracked;
 pub mod vmm;
 
