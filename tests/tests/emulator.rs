@@ -273,6 +273,45 @@ fn managed_and_device_views_take_host_memory() {
     assert!(close(out[0], x.iter().sum(), 1e-4));
 }
 
+#[test]
+fn a_slice_of_user_structs_and_a_struct_by_value_match_the_cpu() {
+    use ptx_kernels::{chase_reference, random_nodes, Walk};
+    let mut rng = Rng::fresh("user_chase");
+    let n = 5000 + rng.below(1000) as usize;
+    let values = rng.f32s(n);
+    let nodes = random_nodes(n, |k| rng.below(k as u64) as usize, |i| values[i]);
+    let chains = 700;
+    let starts: Vec<u32> = (0..chains).map(|t| ((t * 7919) % n) as u32).collect();
+    let walk = Walk {
+        steps: 20,
+        scale: 0.5,
+    };
+    let mut sums = vec![f32::NAN; chains];
+    let cfg = LaunchConfig::for_len(chains, 128);
+    ptx_kernels::user_chase::launch(&emu(), cfg, &nodes, &starts, walk, &mut sums).unwrap();
+    assert_eq!(sums, chase_reference(&nodes, &starts, walk));
+}
+
+#[test]
+fn a_kernel_params_struct_binds_its_views_and_values() {
+    let mut rng = Rng::fresh("user_axpy");
+    let n = 4000 + rng.below(1000) as usize;
+    let (x, y0) = (rng.f32s(n), rng.f32s(n));
+    let mut y = y0.clone();
+    let a = 1.5f32;
+    let cfg = LaunchConfig::grid_stride(n, 128, 8); // 1024 threads: several elements each
+    let args = ptx_kernels::AxpyArgs {
+        x: &x,
+        y: &mut y,
+        a,
+        per_thread: u32::MAX,
+    };
+    ptx_kernels::user_axpy::launch(&emu(), cfg, args).unwrap();
+    for i in 0..n {
+        assert_eq!(y[i], y0[i] + a * x[i], "element {i}");
+    }
+}
+
 // ---- Bugs the emulator reports ----
 
 fn panic_message(r: std::thread::Result<()>) -> String {
@@ -670,7 +709,7 @@ fn trace_a_target_of_the_loop_variable_is_evaluated_for_iteration_i_plus_distanc
 
 #[test]
 fn trace_queue_requests_exactly_the_chunk_iteration_i_plus_distance_reads() {
-    use lookahead_device::requests::RequestQueue;
+    use lookahead_device::uvm::requests::RequestQueue;
     let n = 256 * 5 + 100; // five whole chunks and a partial one
     let x = vec![1.0f32; n];
     let mut out = vec![0.0f32; 1];
@@ -710,7 +749,7 @@ fn trace_queue_requests_exactly_the_chunk_iteration_i_plus_distance_reads() {
 
 #[test]
 fn trace_queue_requests_managed_lists_and_hints_device_memory_in_the_same_loop() {
-    use lookahead_device::requests::RequestQueue;
+    use lookahead_device::uvm::requests::RequestQueue;
     let mut rng = Rng::fresh("queue_lists");
     let lists_n = 20;
     let mut offsets = vec![0u32];

@@ -185,3 +185,77 @@ fn launcher_refuses_bad_lengths_and_shapes_before_launching() {
         .unwrap();
     gpu.synchronize().unwrap();
 }
+
+/// The DSL test kernels, loaded on `gpu` for launching through a `Launcher` (their own
+/// PTX table is empty on the host: `lookahead-tests` builds them).
+fn test_kernels(gpu: &Gpu) -> lookahead::launch::Launcher {
+    let module = gpu.load_ptx(lookahead_tests::ptx_kernels_ptx::PTX).unwrap();
+    lookahead::launch::Launcher::new(module, gpu.stream().clone())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_slice_of_user_structs_and_a_struct_by_value_run_on_the_gpu() {
+    use ptx_kernels::{chase_reference, random_nodes, Node, Walk};
+    let gpu = gpu();
+    let on = test_kernels(&gpu);
+    let n = 300_007;
+    let values = input(11, n);
+    let mut s = 0x9e37_79b9u64;
+    let nodes = random_nodes(
+        n,
+        |k| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % k as u64) as usize
+        },
+        |i| values[i],
+    );
+    let chains = 50_000;
+    let starts: Vec<u32> = (0..chains).map(|t| ((t * 7919) % n) as u32).collect();
+    let walk = Walk {
+        steps: 64,
+        scale: 0.25,
+    };
+    // Device and managed memory for the nodes, the same kernel for both.
+    let dnodes: CudaSlice<Node> = gpu.stream().clone_htod(&nodes).unwrap();
+    let mnodes = lookahead::ManagedBuffer::from_slice(&gpu, &nodes).unwrap();
+    let dstarts = gpu.stream().clone_htod(&starts).unwrap();
+    let want = chase_reference(&nodes, &starts, walk);
+    let cfg = LaunchConfig::for_len(chains, 256);
+    let mut sums = dev(&gpu, &vec![f32::NAN; chains]);
+    ptx_kernels::user_chase::launch(&on, cfg, &dnodes, &dstarts, walk, &mut sums).unwrap();
+    assert_eq!(read_dev(&gpu, &sums), want, "device-memory nodes");
+    let mut sums = lookahead::ManagedBuffer::from_slice(&gpu, &vec![f32::NAN; chains]).unwrap();
+    ptx_kernels::user_chase::launch(&on, cfg, &mnodes, &dstarts, walk, &mut sums).unwrap();
+    gpu.synchronize().unwrap();
+    assert_eq!(sums.to_vec().unwrap(), want, "managed-memory nodes");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_kernel_params_struct_runs_on_the_gpu() {
+    let gpu = gpu();
+    let on = test_kernels(&gpu);
+    let (x, y0) = (input(12, N), input(13, N));
+    let dx = dev(&gpu, &x);
+    let mut dy = dev(&gpu, &y0);
+    let args = ptx_kernels::AxpyArgs {
+        x: &dx,
+        y: &mut dy,
+        a: -0.75,
+        per_thread: u32::MAX,
+    };
+    ptx_kernels::user_axpy::launch(&on, stride_cfg(), args).unwrap();
+    let got = read_dev(&gpu, &dy);
+    for i in 0..N {
+        // (The GPU may fuse the multiply and the add.)
+        let want = (-0.75f32).mul_add(x[i], y0[i]);
+        assert!(
+            (got[i] - want).abs() <= 1e-6,
+            "element {i}: {} vs {want}",
+            got[i]
+        );
+    }
+}

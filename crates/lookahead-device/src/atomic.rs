@@ -148,6 +148,36 @@ macro_rules! cas {
 cas!(u32, "atom.cas.b32", reg32, AtomicU32);
 cas!(u64, "atom.cas.b64", reg64, AtomicU64);
 
+/// Types with an atomic exchange (`atom.exch`): `u32`, `u64`.
+pub trait AtomicExchange: Copy {
+    /// Atomically replaces `*ptr` by `value`, returning the previous value.
+    ///
+    /// # Safety
+    /// As [`AtomicAdd::atomic_add_ptr`].
+    unsafe fn atomic_exchange_ptr(ptr: *mut Self, value: Self) -> Self;
+}
+
+macro_rules! exch {
+    ($ty:ty, $instr:literal, $reg:ident, $atomic:ident) => {
+        impl AtomicExchange for $ty {
+            #[inline(always)]
+            unsafe fn atomic_exchange_ptr(ptr: *mut Self, value: Self) -> Self {
+                gpu_or_host!(
+                    {
+                        let old: $ty;
+                        core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
+                        old
+                    },
+                    $atomic::from_ptr(ptr).swap(value, SeqCst)
+                )
+            }
+        }
+    };
+}
+
+exch!(u32, "atom.exch.b32", reg32, AtomicU32);
+exch!(u64, "atom.exch.b64", reg64, AtomicU64);
+
 /// Atomically adds `value` to `*slot` and returns the previous value (`atom.add.{f32,u32,u64}`).
 #[inline(always)]
 pub fn atomic_add<T: AtomicAdd>(slot: &mut T, value: T) -> T {
@@ -168,6 +198,13 @@ pub fn atomic_max<T: AtomicMax>(slot: &mut T, value: T) -> T {
 pub fn atomic_cas<T: AtomicCas>(slot: &mut T, expected: T, new: T) -> T {
     // SAFETY: as in `atomic_add`.
     unsafe { T::atomic_cas_ptr(slot, expected, new) }
+}
+
+/// Atomically replaces `*slot` by `value` and returns the previous value (`atom.exch`).
+#[inline(always)]
+pub fn atomic_exchange<T: AtomicExchange>(slot: &mut T, value: T) -> T {
+    // SAFETY: as in `atomic_add`.
+    unsafe { T::atomic_exchange_ptr(slot, value) }
 }
 
 /// Atomically adds `value` to `*ptr` and returns the previous value (`atom.add.f32`).

@@ -1,9 +1,11 @@
 //! # lookahead-device
 //!
 //! The device-side runtime for Lookahead kernels, compiled for `nvptx64-nvidia-cuda`:
-//! thread, block and grid coordinates, barriers and fences, `nanosleep`, atomics, warp
-//! shuffles and votes, static shared memory, typed views of device and managed (Unified)
-//! memory, and the prefetch instructions behind `#[prefetch_next]`. Each intrinsic is a thin
+//! thread, block and grid coordinates, barriers and fences, `nanosleep`, atomics, ordered
+//! loads and stores, warp shuffles and votes, static shared memory, typed views of device and
+//! managed (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]),
+//! the prefetch instructions behind `#[prefetch_next]`, and the GPU half of the Unified
+//! Memory protocol ([`uvm`]). Each intrinsic is a thin
 //! safe (or clearly `unsafe`) wrapper over one PTX instruction, so kernel crates never write
 //! `asm!` themselves.
 //!
@@ -19,6 +21,9 @@
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![warn(missing_docs)]
 
+// The derives name this crate as `::lookahead_device`, also inside it.
+extern crate self as lookahead_device;
+
 /// `$gpu` on the GPU; `$host`, the CPU emulator's implementation, on the host.
 macro_rules! gpu_or_host {
     ($gpu:expr, $host:expr) => {{
@@ -32,13 +37,14 @@ macro_rules! gpu_or_host {
 
 pub mod atomic;
 pub mod index;
+pub mod memory;
 #[cfg(target_arch = "nvptx64")]
 mod panic;
+pub mod param;
 pub mod prefetch;
-pub mod pull;
-pub mod requests;
 pub mod shared;
 pub mod sync;
+pub mod uvm;
 pub mod view;
 pub mod warp;
 
@@ -49,9 +55,20 @@ pub use shared::SharedArray;
 #[cfg(not(target_arch = "nvptx64"))]
 pub use lookahead_emu as __emu;
 
+/// What the derives implement on the host: cudarc's traits for allocating and copying
+/// `DeviceCopy` types.
+#[doc(hidden)]
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod __host {
+    pub use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+}
+
 /// Device-side macros, re-exported so a kernel crate needs only this crate (see
 /// `lookahead-macros` for their documentation).
-pub use lookahead_macros::{device_fn, kernel, prefetch_next, shared_array};
+pub use lookahead_macros::{
+    device_fn, kernel, prefetch_next, shared_array, DeviceCopy, KernelParams,
+};
+pub use param::{DeviceCopy, KernelParam};
 pub use view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut};
 
 /// Everything a kernel usually needs: `use lookahead_device::prelude::*;`.
@@ -70,4 +87,6 @@ pub mod prelude {
     pub use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut};
     pub use crate::warp;
     pub use crate::SharedArray;
+    pub use crate::{device_fn, kernel, prefetch_next};
+    pub use crate::{DeviceCopy, KernelParam, KernelParams};
 }

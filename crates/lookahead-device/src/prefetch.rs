@@ -20,14 +20,13 @@
 //! `prefetch.global.L2` whatever level was asked for: it is cheap and harmless (a bulk
 //! prefetch of non-resident pages can stall), but it does not move pages to the GPU. What
 //! does is a request to the host: with `#[prefetch_next(queue = q)]` the loop publishes the
-//! range iteration `i + distance` reads on a [`RequestQueue`] ([`request_index`],
-//! [`request_range`]) and waits for the current iteration's range ([`wait_ready`]) instead.
+//! range iteration `i + distance` reads on a [`crate::uvm::RequestQueue`] and waits for the
+//! current iteration's range instead ([`crate::uvm::loops`]).
 //!
 //! **Ranges.** [`PrefetchPart::part`] / [`PrefetchPart::at`] name a sub-range of a slice or
 //! view that keeps its [`MemoryKind`], for `#[prefetch_next(of(...))]` targets such as
 //! `of(lists.part(a..b))`.
 
-use crate::requests::{Readiness, RequestQueue, Requested};
 use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut, MemoryKind};
 
 /// Bytes per cache line, the step of per-line prefetch loops.
@@ -45,7 +44,7 @@ macro_rules! needs_arch {
 // overlap (measured 18% slower on `reduce_bulk_d4`, see docs/rust-vs-cuda.md). Without it the
 // asm is ordered against memory accesses, as `asm volatile` is in CUDA C++.
 #[cfg(not(target_arch = "nvptx64"))]
-use lookahead_emu::{hooks, Instruction};
+pub(crate) use lookahead_emu::{hooks, Instruction};
 
 macro_rules! prefetch_insn {
     ($(#[$doc:meta])* $name:ident, $insn:literal, $emu:ident $(, needs $feature:literal, $msg:literal)?) => {
@@ -395,131 +394,6 @@ pub fn prefetch_index<S: PrefetchSource + ?Sized>(src: &S, index: usize, level: 
         }
         Level::Bulk => region_l2_bulk_portable(p as usize, size),
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// Requests for managed memory: `#[prefetch_next(queue = q)]`.
-
-/// The ready flag of target `target` (of `targets`) in the iteration whose index is `index`
-/// (the loop value of a range loop, the position in an `iter()`/`chunks()` loop):
-/// `index * targets + target`, so with one target the flag is the iteration's index. An index
-/// too large for a `u32` flag gives `u32::MAX`, which no queue has: the request falls back to
-/// the fault path.
-#[inline(always)]
-pub fn flag(index: usize, targets: usize, target: usize) -> u32 {
-    index
-        .checked_mul(targets)
-        .and_then(|v| v.checked_add(target))
-        .and_then(|v| u32::try_from(v).ok())
-        .unwrap_or(u32::MAX)
-}
-
-#[inline(always)]
-fn request_bytes(queue: &RequestQueue, flag: u32, addr: usize, bytes: usize) -> Requested {
-    #[cfg(not(target_arch = "nvptx64"))]
-    hooks::prefetch(Instruction::Request { flag }, addr, bytes);
-    queue.request(flag, addr as *const u8, bytes)
-}
-
-/// For managed memory, asks the host (through `queue`, under ready flag `flag`) to make
-/// elements `[first, first + count)` of `src` (clamped to its length) resident; for device
-/// memory, prefetches them at `level` as [`prefetch_range`] does. Returns what the queue did,
-/// or `None` when nothing was requested (device memory, or nothing of the range inside).
-#[inline(always)]
-pub fn request_range<S: PrefetchSource + ?Sized>(
-    queue: &RequestQueue,
-    flag: u32,
-    src: &S,
-    first: usize,
-    count: usize,
-    level: Level,
-) -> Option<Requested> {
-    if !matches!(S::KIND, MemoryKind::Managed) {
-        prefetch_range(src, first, count, level);
-        return None;
-    }
-    let (addr, bytes) = clamp_range(src, first, count)?;
-    Some(request_bytes(queue, flag, addr, bytes))
-}
-
-/// [`request_range`] of element `index` alone.
-#[inline(always)]
-pub fn request_index<S: PrefetchSource + ?Sized>(
-    queue: &RequestQueue,
-    flag: u32,
-    src: &S,
-    index: usize,
-    level: Level,
-) -> Option<Requested> {
-    if !matches!(S::KIND, MemoryKind::Managed) {
-        prefetch_index(src, index, level);
-        return None;
-    }
-    request_range(queue, flag, src, index, 1, level)
-}
-
-/// [`request_range`] of all of `src`.
-#[inline(always)]
-pub fn request_all<S: PrefetchSource + ?Sized>(
-    queue: &RequestQueue,
-    flag: u32,
-    src: &S,
-    level: Level,
-) -> Option<Requested> {
-    let (_, len, _) = src.region();
-    request_range(queue, flag, src, 0, len, level)
-}
-
-/// [`request_range`] of chunk `chunk` (see [`chunk_bounds`]); `None` when that chunk is not
-/// iterated.
-#[inline(always)]
-pub fn request_chunk<S: PrefetchSource + ?Sized>(
-    queue: &RequestQueue,
-    flag: u32,
-    src: &S,
-    chunk: usize,
-    size: usize,
-    exact: bool,
-    level: Level,
-) -> Option<Requested> {
-    let (_, len, _) = src.region();
-    let (first, count) = chunk_bounds(chunk, size, len, exact)?;
-    request_range(queue, flag, src, first, count, level)
-}
-
-/// For managed memory, waits (within the queue's time bound) until the range requested
-/// under `flag` has arrived, and returns what it saw; for device memory returns `None` at
-/// once. Whatever it returns, the caller reads the data next: on `TimedOut` or `GoAhead`
-/// through the fault path, with the same values.
-#[inline(always)]
-pub fn wait_ready<S: PrefetchSource + ?Sized>(
-    queue: &RequestQueue,
-    flag: u32,
-    _src: &S,
-) -> Option<Readiness> {
-    if !matches!(S::KIND, MemoryKind::Managed) {
-        return None;
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    hooks::prefetch(Instruction::WaitReady { flag }, 0, 0);
-    Some(queue.wait_ready(flag))
-}
-
-/// [`wait_ready`] for a target given as an expression of the loop variable: only its type
-/// matters (`target` is never called), so the expression is not evaluated.
-#[inline(always)]
-pub fn wait_ready_for<S: PrefetchSource, F: FnOnce() -> S>(
-    queue: &RequestQueue,
-    flag: u32,
-    target: F,
-) -> Option<Readiness> {
-    if !matches!(S::KIND, MemoryKind::Managed) {
-        return None;
-    }
-    let _ = target;
-    #[cfg(not(target_arch = "nvptx64"))]
-    hooks::prefetch(Instruction::WaitReady { flag }, 0, 0);
-    Some(queue.wait_ready(flag))
 }
 
 /// Integer types a `#[prefetch_next]` range loop can count with; [`index_like`] converts

@@ -12,6 +12,11 @@
 //! the data is Unified Memory ([`MemoryKind::Managed`]), so they can pick the mechanism that
 //! works for it. A launch hands the same allocation to every thread: threads must write
 //! disjoint elements, or use the [`crate::atomic`] functions.
+//!
+//! The views are `#[repr(C)]` (an address, then a length), so they can be fields of kernel
+//! parameter structs (`#[derive(KernelParams)]`). They are not [`crate::DeviceCopy`]: a view
+//! is a right to memory, which only a launch (or `unsafe` code) may hand out, so it is never
+//! an element of a slice or read back from the GPU.
 
 use core::ops::{Deref, DerefMut};
 
@@ -28,6 +33,7 @@ macro_rules! view {
     ($(#[$doc:meta])* $name:ident, $ptr:ty, $kind:expr, $($mut_:ident)?) => {
         $(#[$doc])*
         #[derive(Debug)]
+        #[repr(C)]
         pub struct $name<T> {
             ptr: $ptr,
             len: usize,

@@ -5,33 +5,28 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Ident, ItemFn, Lit, Meta, Path, ReturnType, Token};
+use syn::{Attribute, Block, Expr, Ident, ItemFn, Meta, Path, ReturnType, Token};
 
-use crate::params::{classify, Param};
+use crate::params::{args_ident, classify, memory, Param};
 use crate::prefetch::{rewrite_body, AutoMode};
 
+#[derive(Default)]
 struct Options {
     same_len: Vec<Vec<Ident>>,
     min_len: Vec<(Ident, Expr)>,
     ptx: Option<Path>,
 }
 
+const KNOWN_OPTIONS: &str =
+    "known #[kernel] options: `same_len(a, b, ...)`, `min_len(a = N)`, `ptx = path`";
+
 fn parse_options(attr: TokenStream) -> syn::Result<Options> {
-    let mut o = Options {
-        same_len: Vec::new(),
-        min_len: Vec::new(),
-        ptx: None,
-    };
+    let mut o = Options::default();
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(attr)?;
-    let known = "known #[kernel] options: `same_len(a, b, ...)`, `min_len(a = N)`, `ptx = path`";
     for meta in metas {
-        let key = meta
-            .path()
-            .get_ident()
-            .map(|i| i.to_string())
-            .unwrap_or_default();
-        match (key.as_str(), &meta) {
-            ("same_len", Meta::List(l)) => {
+        let key = meta.path().get_ident().map(|i| i.to_string());
+        match (key.as_deref(), &meta) {
+            (Some("same_len"), Meta::List(l)) => {
                 let ids =
                     Punctuated::<Ident, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
                 if ids.len() < 2 {
@@ -42,7 +37,7 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
                 }
                 o.same_len.push(ids.into_iter().collect());
             }
-            ("min_len", Meta::List(l)) => {
+            (Some("min_len"), Meta::List(l)) => {
                 let pairs = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated
                     .parse2(l.tokens.clone())?;
                 for p in pairs {
@@ -52,7 +47,7 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
                     o.min_len.push((id, p.value));
                 }
             }
-            ("ptx", Meta::NameValue(nv)) => match &nv.value {
+            (Some("ptx"), Meta::NameValue(nv)) => match &nv.value {
                 Expr::Path(p) => o.ptx = Some(p.path.clone()),
                 other => {
                     return Err(syn::Error::new(
@@ -65,7 +60,7 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
                 return Err(syn::Error::new(
                     meta.span(),
                     format!(
-                        "unknown or malformed #[kernel] option `{}`; {known}",
+                        "unknown or malformed #[kernel] option `{}`; {KNOWN_OPTIONS}",
                         quote!(#meta).to_string().replace(' ', "")
                     ),
                 ))
@@ -91,43 +86,56 @@ fn check_signature(f: &ItemFn, kernel: bool) -> Vec<syn::Error> {
         ));
     }
     if kernel {
-        if let Some(c) = &sig.constness {
-            errs.push(syn::Error::new(c.span(), "a #[kernel] cannot be `const`"));
-        }
-        if let Some(abi) = &sig.abi {
-            errs.push(syn::Error::new(
-                abi.span(),
-                "do not write an ABI on a #[kernel]: the macro adds `extern \"gpu-kernel\"` on the GPU target itself",
-            ));
-        }
-        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-            errs.push(syn::Error::new(
-                sig.generics.span(),
-                "a #[kernel] cannot be generic: a PTX entry needs one concrete instantiation; write one kernel per type (a `macro_rules!` can stamp them out), each calling a generic #[device_fn]",
-            ));
-        }
-        if let ReturnType::Type(_, ty) = &sig.output {
-            errs.push(syn::Error::new(
-                ty.span(),
-                "a #[kernel] cannot return a value: write results through a `&mut [T]` parameter",
-            ));
-        }
-        if let Some(v) = &sig.variadic {
-            errs.push(syn::Error::new(v.span(), "a #[kernel] cannot be variadic"));
-        }
-        for a in &f.attrs {
-            if a.path().is_ident("no_mangle")
-                || a.path().is_ident("export_name")
-                || a.path().is_ident("unsafe")
-            {
-                errs.push(syn::Error::new(
-                    a.span(),
-                    "do not write #[no_mangle]/#[export_name] on a #[kernel]: the macro exports it under its own name",
-                ));
-            }
+        errs.extend(check_kernel_signature(f));
+    }
+    errs
+}
+
+fn check_kernel_signature(f: &ItemFn) -> Vec<syn::Error> {
+    let mut errs = Vec::new();
+    let sig = &f.sig;
+    let mut refuse = |span: Span, msg: &str| errs.push(syn::Error::new(span, msg));
+    if let Some(c) = &sig.constness {
+        refuse(c.span(), "a #[kernel] cannot be `const`");
+    }
+    if let Some(abi) = &sig.abi {
+        refuse(abi.span(), "do not write an ABI on a #[kernel]: the macro adds `extern \"gpu-kernel\"` on the GPU target itself");
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        refuse(sig.generics.span(), "a #[kernel] cannot be generic: a PTX entry needs one concrete instantiation; write one kernel per type (a `macro_rules!` can stamp them out), each calling a generic #[device_fn]");
+    }
+    if let ReturnType::Type(_, ty) = &sig.output {
+        refuse(
+            ty.span(),
+            "a #[kernel] cannot return a value: write results through a `&mut [T]` parameter",
+        );
+    }
+    if let Some(v) = &sig.variadic {
+        refuse(v.span(), "a #[kernel] cannot be variadic");
+    }
+    for a in &f.attrs {
+        let p = a.path();
+        if p.is_ident("no_mangle") || p.is_ident("export_name") || p.is_ident("unsafe") {
+            refuse(a.span(), "do not write #[no_mangle]/#[export_name] on a #[kernel]: the macro exports it under its own name");
         }
     }
     errs
+}
+
+/// `same_len` and `min_len` name slice parameters of the kernel.
+fn check_length_rules(o: &Options, params: &[Param]) -> Vec<syn::Error> {
+    let slice = |id: &Ident| params.iter().any(|p| p.name == *id && p.is_slice());
+    let named = o.same_len.iter().flatten().map(|id| (id, "same_len"));
+    let named = named.chain(o.min_len.iter().map(|(id, _)| (id, "min_len")));
+    named
+        .filter(|(id, _)| !slice(id))
+        .map(|(id, rule)| {
+            syn::Error::new(
+                id.span(),
+                format!("`{rule}`: `{id}` is not a slice parameter of this kernel"),
+            )
+        })
+        .collect()
 }
 
 fn combine(errs: Vec<syn::Error>) -> Option<syn::Error> {
@@ -139,187 +147,366 @@ fn combine(errs: Vec<syn::Error>) -> Option<syn::Error> {
     Some(first)
 }
 
+/// A parsed and checked `#[kernel]`.
+struct Kernel {
+    /// The function; its body is the one with every `#[prefetch_next]` loop rewritten (the
+    /// hinted body, for a kernel with `level = auto` loops).
+    f: ItemFn,
+    /// For `level = auto`: the body whose `level = auto` loops do not prefetch.
+    plain_block: Option<Block>,
+    params: Vec<Param>,
+    opts: Options,
+}
+
 pub fn expand_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    match kernel_impl(attr, item) {
-        Ok(ts) => ts,
+    match parse_kernel(attr, item) {
+        Ok(k) => k.expand(),
         Err(e) => e.to_compile_error(),
     }
 }
 
-fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+fn parse_kernel(attr: TokenStream, item: TokenStream) -> syn::Result<Kernel> {
     let mut f: ItemFn = syn::parse2(item)
         .map_err(|e| syn::Error::new(e.span(), format!("#[kernel] goes on a function: {e}")))?;
-    let opts = parse_options(attr);
     let mut errs = check_signature(&f, true);
-    let opts = match opts {
-        Ok(o) => Some(o),
-        Err(e) => {
-            errs.push(e);
-            None
-        }
-    };
-    let mut params: Vec<Param> = Vec::new();
+    let opts = parse_options(attr).unwrap_or_else(|e| {
+        errs.push(e);
+        Options::default()
+    });
+    let mut params = Vec::new();
     for arg in &f.sig.inputs {
         match classify(arg) {
             Ok(p) => params.push(p),
             Err(e) => errs.push(e),
         }
     }
-    if let Some(o) = &opts {
-        let slice = |id: &Ident| params.iter().any(|p| p.name == *id && p.is_slice());
-        for group in &o.same_len {
-            for id in group {
-                if !slice(id) {
-                    errs.push(syn::Error::new(
-                        id.span(),
-                        format!("`same_len`: `{id}` is not a slice parameter of this kernel"),
-                    ));
-                }
-            }
-        }
-        for (id, _) in &o.min_len {
-            if !slice(id) {
-                errs.push(syn::Error::new(
-                    id.span(),
-                    format!("`min_len`: `{id}` is not a slice parameter of this kernel"),
-                ));
-            }
-        }
-    }
-    // The body as written, for the plain entry of a kernel with `level = auto` loops.
+    errs.extend(check_length_rules(&opts, &params));
     let mut plain_block = f.block.clone();
     let (loop_errs, auto) = rewrite_body(&mut f.block, AutoMode::Hinted);
     errs.extend(loop_errs);
     if let Some(e) = combine(errs) {
         return Err(e);
     }
-    if auto {
-        // Same loops, same errors (already reported by the hinted pass): none are left here.
+    let plain_block = auto.then(|| {
+        // The same loops, whose errors the hinted pass reported: none are left.
         let _ = rewrite_body(&mut plain_block, AutoMode::Plain);
-    }
-    let opts = opts.unwrap_or(Options {
-        same_len: vec![],
-        min_len: vec![],
-        ptx: None,
+        *plain_block
     });
+    Ok(Kernel {
+        f,
+        plain_block,
+        params,
+        opts,
+    })
+}
 
-    let name = &f.sig.ident;
-    let name_str = name.to_string();
-    let vis = &f.vis;
-    let body_fn = format_ident!("__lookahead_kernel_body_{}", name);
-    let hinted_body_fn = format_ident!("__lookahead_kernel_body_{}__hinted", name);
-    let hinted_name = format_ident!("{}__hinted", name);
-    let hinted_str = hinted_name.to_string();
-    let docs: Vec<_> = f
-        .attrs
-        .iter()
-        .filter(|a| a.path().is_ident("doc"))
-        .collect();
-    let other_attrs: Vec<_> = f
-        .attrs
-        .iter()
-        .filter(|a| !a.path().is_ident("doc"))
-        .collect();
-    let unsafety = &f.sig.unsafety;
-    let inputs = &f.sig.inputs;
-    let lowered: Vec<_> = params.iter().map(Param::lowered).collect();
-    let rebuilt: Vec<_> = params.iter().map(Param::rebuild).collect();
+fn docs(attrs: &[Attribute]) -> Vec<&Attribute> {
+    attrs.iter().filter(|a| a.path().is_ident("doc")).collect()
+}
 
-    // Host launcher pieces.
-    let host_params: Vec<_> = params.iter().map(Param::host_param).collect();
-    let host_lens: Vec<_> = params.iter().map(Param::host_len).collect();
-    let pushes: Vec<_> = params.iter().map(Param::push).collect();
-    let arg_names: Vec<_> = params.iter().map(|p| &p.name).collect();
-    let mut next = 0;
-    let reads: Vec<_> = params.iter().map(|p| p.read_params(&mut next)).collect();
-    let same_len_checks: Vec<_> = opts
-        .same_len
-        .iter()
-        .map(|g| {
-            let names = g.iter().map(|i| i.to_string());
-            let lens = g.iter().map(|i| format_ident!("{}__len", i));
-            quote!(::lookahead::launch::check_same_len(NAME, &[#((#names, #lens)),*])?;)
-        })
-        .collect();
-    let min_len_checks: Vec<_> = opts
-        .min_len
-        .iter()
-        .map(|(i, n)| {
-            let s = i.to_string();
-            let l = format_ident!("{}__len", i);
-            quote_spanned!(n.span()=> ::lookahead::launch::check_min_len(NAME, #s, #l, #n)?;)
-        })
-        .collect();
-    let ptx = match &opts.ptx {
-        Some(p) => quote!(#p),
-        None => quote!(crate::PTX),
-    };
-    let launch_doc = format!(
-        "Launches the `{name_str}` kernel on `on` with `cfg`: checks the configuration and the \
-         declared length rules, then launches. On a GPU (a `Gpu`, a stream or a `Launcher`, \
-         with GPU allocations) the launch is asynchronous on `on`'s stream; on the CPU \
-         emulator (`lookahead::emu::Emulator`, with host memory: `Vec<T>`, `[T]`) it runs \
-         to completion before returning."
-    );
-    let mod_doc = format!("Host side of the `{name_str}` kernel: [`launch`] and its PTX name.");
-    let au = quote!(::lookahead::launch::autotune);
-    let memory = quote!(<__On as ::lookahead::launch::LaunchOn>::Memory);
-    let space = quote!(<#memory as ::lookahead::launch::MemorySpace>);
+fn other_attrs(attrs: &[Attribute]) -> Vec<&Attribute> {
+    attrs.iter().filter(|a| !a.path().is_ident("doc")).collect()
+}
 
-    // The checks and the launch itself, shared by `launch` and `launch_variant`.
-    let launch_body = |plan: TokenStream, run: TokenStream| {
+impl Kernel {
+    fn name(&self) -> &Ident {
+        &self.f.sig.ident
+    }
+    fn auto(&self) -> bool {
+        self.plain_block.is_some()
+    }
+    fn body_fn(&self) -> Ident {
+        format_ident!("__lookahead_kernel_body_{}", self.name())
+    }
+    fn hinted_body_fn(&self) -> Ident {
+        format_ident!("__lookahead_kernel_body_{}__hinted", self.name())
+    }
+    fn hinted_name(&self) -> Ident {
+        format_ident!("{}__hinted", self.name())
+    }
+    fn ptx(&self) -> TokenStream {
+        match &self.opts.ptx {
+            Some(p) => quote!(#p),
+            None => quote!(crate::PTX),
+        }
+    }
+
+    fn expand(&self) -> TokenStream {
+        let (bodies, entries, markers) = (self.bodies(), self.entries(), self.markers());
+        let checks = self.params.iter().map(Param::type_check);
+        let host = self.host_module();
         quote! {
-            let cfg: ::lookahead::launch::LaunchConfig = cfg.into();
-            cfg.check(NAME)?;
-            #(#host_lens)*
-            #(#same_len_checks)*
-            #(#min_len_checks)*
-            let __lk_plan: #au::Plan = #plan;
-            let __lk_variant = __lk_plan.variant;
-            let __lk_entry_name: &'static str = __lk_variant.entry(NAME, HINTED_NAME);
-            let prepared = ::lookahead::launch::LaunchOn::prepare(on, #ptx, __lk_entry_name)?;
-            let mut args = #space::args(&prepared);
+            #bodies
+            #entries
+            #markers
+            #(#checks)*
+            #host
+        }
+    }
+
+    /// The body as a plain function (both targets compile it: the host type-checks it and
+    /// the emulator runs it), twice for `level = auto`.
+    fn bodies(&self) -> TokenStream {
+        let f = &self.f;
+        let (docs, attrs) = (docs(&f.attrs), other_attrs(&f.attrs));
+        let (unsafety, inputs) = (&f.sig.unsafety, &f.sig.inputs);
+        let body_fn = self.body_fn();
+        let allow =
+            quote!(#[allow(dead_code, clippy::all, unused_mut, unused_variables, non_snake_case)]);
+        let (plain, hinted) = match &self.plain_block {
+            Some(plain) => {
+                let (hinted_fn, block) = (self.hinted_body_fn(), &f.block);
+                let hinted = quote! {
+                    #[doc(hidden)]
+                    #allow
+                    #[inline(always)]
+                    #(#attrs)*
+                    #unsafety fn #hinted_fn(#inputs) #block
+                };
+                (plain, hinted)
+            }
+            None => (&*f.block, quote!()),
+        };
+        quote! {
+            #(#docs)*
+            #allow
+            #[inline(always)]
+            #(#attrs)*
+            #unsafety fn #body_fn(#inputs) #plain
+            #hinted
+        }
+    }
+
+    /// The PTX entries: `NAME`, and `NAME__hinted` for `level = auto`.
+    fn entries(&self) -> TokenStream {
+        let plain = self.entry(self.name(), &self.body_fn(), &docs(&self.f.attrs));
+        if !self.auto() {
+            return plain;
+        }
+        let doc: Attribute = syn::parse_quote!(
+            /// The hinted entry of a kernel with `#[prefetch_next(level = auto)]` loops.
+        );
+        let hinted = self.entry(&self.hinted_name(), &self.hinted_body_fn(), &[&doc]);
+        quote!(#plain #hinted)
+    }
+
+    fn entry(&self, name: &Ident, body_fn: &Ident, docs: &[&Attribute]) -> TokenStream {
+        let lowered = self.params.iter().map(Param::lowered);
+        let rebuilt = self.params.iter().map(Param::rebuild);
+        quote! {
+            #[cfg(target_arch = "nvptx64")]
+            #(#docs)*
+            #[no_mangle]
+            #[allow(clippy::missing_safety_doc, non_snake_case)]
+            pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
+                #[allow(unused_unsafe)]
+                unsafe { #body_fn(#(#rebuilt),*) }
+            }
+        }
+    }
+
+    /// rustc reports a second definition as "the name `...` is defined multiple times", with
+    /// both spans: the marker's name is the message.
+    fn markers(&self) -> TokenStream {
+        let hinted = self.hinted_name();
+        let exported: Vec<&Ident> = if self.auto() {
+            vec![self.name(), &hinted]
+        } else {
+            vec![self.name()]
+        };
+        let markers = exported.iter().map(|n| {
+            let marker = format_ident!("kernel_name_{}_is_exported_by_two_kernels__rename_one", n);
+            let msg = format!(
+                "two #[kernel]s export the name `{n}` in this crate: PTX entry names must be unique, rename one"
+            );
+            quote! {
+                // A second kernel exporting the same name defines this macro twice in the crate root.
+                #[doc(hidden)]
+                #[allow(non_snake_case)]
+                #[macro_export]
+                macro_rules! #marker {
+                    () => { ::core::compile_error!(#msg) };
+                }
+            }
+        });
+        quote!(#(#markers)*)
+    }
+
+    /// The host module `NAME` with its launchers.
+    fn host_module(&self) -> TokenStream {
+        let (name, vis) = (self.name(), &self.f.vis);
+        let name_str = name.to_string();
+        let mod_doc = format!("Host side of the `{name_str}` kernel: [`launch`] and its PTX name.");
+        let items = if self.auto() {
+            self.auto_launchers()
+        } else {
+            self.single_launcher()
+        };
+        quote! {
+            #[cfg(not(target_arch = "nvptx64"))]
+            #[doc = #mod_doc]
+            #vis mod #name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                /// The kernel's name in the PTX (its `.entry`).
+                pub const NAME: &str = #name_str;
+
+                #items
+            }
+        }
+    }
+
+    /// `on`, `cfg` and the user's parameters: the launchers' common parameter list.
+    fn launcher_params(&self) -> TokenStream {
+        let (on, cfg) = (mixed("on"), mixed("cfg"));
+        let host_params = self.params.iter().map(Param::host_param);
+        quote! {
+            #on: &__On,
+            #cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
+            #(#host_params),*
+        }
+    }
+
+    /// What a public launcher's signature starts with, `unsafe` for an `unsafe fn` kernel.
+    fn launcher_head(&self) -> TokenStream {
+        match &self.f.sig.unsafety {
+            Some(u) => quote!(pub #u fn),
+            None => quote!(pub fn),
+        }
+    }
+
+    fn safety_doc(&self) -> &'static str {
+        if self.f.sig.unsafety.is_some() {
+            "\n\n# Safety\nThe kernel is an `unsafe fn`: for every thread of the launch, the caller upholds what its documentation requires."
+        } else {
+            ""
+        }
+    }
+
+    /// The checks and the launch itself, shared by every launcher of the kernel.
+    fn launch_body(&self, plan: TokenStream, run: TokenStream) -> TokenStream {
+        let (on, cfg, args, params) = (mixed("on"), mixed("cfg"), args_ident(), mixed("params"));
+        let (plan_id, variant, entry_name, prepared, entry) = (
+            mixed("plan"),
+            mixed("variant"),
+            mixed("entry_name"),
+            mixed("prepared"),
+            mixed("entry"),
+        );
+        let au = quote!(::lookahead::launch::autotune);
+        let space = {
+            let m = memory();
+            quote!(<#m as ::lookahead::launch::MemorySpace>)
+        };
+        let lens = self.params.iter().map(Param::host_len);
+        let rules = self.length_rules();
+        let pushes = self.params.iter().map(Param::push);
+        let mut next = 0;
+        let reads: Vec<_> = (self.params.iter())
+            .map(|p| p.read_params(&params, &mut next))
+            .collect();
+        let ptx = self.ptx();
+        quote! {
+            let #cfg: ::lookahead::launch::LaunchConfig = #cfg.into();
+            #cfg.check(NAME)?;
+            #(#lens)*
+            #rules
+            let #plan_id: #au::Plan = #plan;
+            let #variant = #plan_id.variant;
+            let #entry_name: &'static str = #variant.entry(NAME, HINTED_NAME);
+            let #prepared = ::lookahead::launch::LaunchOn::prepare(#on, #ptx, #entry_name)?;
+            let mut #args = #space::args(&#prepared);
             #(#pushes)*
             // The kernel body for the CPU emulator: rebuilds the parameters from the
             // argument bytes, as the PTX entry does from the GPU's parameter buffer.
-            let entry = |params: &::lookahead::launch::Params| {
+            let #entry = |#params: &::lookahead::launch::Params| {
                 #(#reads)*
                 #run
             };
-            #space::launch(args, __lk_entry_name, cfg, &entry, &__lk_plan)
+            #space::launch(#args, #entry_name, #cfg, &#entry, &#plan_id)
         }
-    };
+    }
 
-    // The plain body and its entry, the same with or without `level = auto` loops (with
-    // them, the body without their hints; the hinted twin is added below).
-    let plain_source = if auto { &plain_block } else { &f.block };
-    let plain_body = quote! {
-        #(#docs)*
-        #[allow(dead_code, clippy::all, unused_mut, unused_variables)]
-        #[inline(always)]
-        #(#other_attrs)*
-        #unsafety fn #body_fn(#inputs) #plain_source
-    };
-    let plain_entry = quote! {
-        #[cfg(target_arch = "nvptx64")]
-        #(#docs)*
-        #[no_mangle]
-        #[allow(clippy::missing_safety_doc, non_snake_case)]
-        pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
-            #[allow(unused_unsafe)]
-            unsafe { #body_fn(#(#rebuilt),*) }
-        }
-    };
-    let (bodies, entries, host_items) = if auto {
-        let hinted_block = &f.block;
-        let run = quote! {
-            #[allow(unused_unsafe)]
-            match __lk_variant {
-                #au::Variant::Plain => unsafe { super::#body_fn(#(#rebuilt),*) },
-                #au::Variant::Hinted => unsafe { super::#hinted_body_fn(#(#rebuilt),*) },
-            }
+    /// The `same_len` / `min_len` checks, on the lengths the launcher read.
+    fn length_rules(&self) -> TokenStream {
+        let len_of = |id: &Ident| {
+            let p = self.params.iter().find(|p| p.name == *id);
+            p.map(Param::len_ident).expect("checked: a slice parameter")
         };
-        let body = launch_body(quote!(#au::plan(on, #ptx, NAME, __lk_requested)), run);
+        let same = self.opts.same_len.iter().map(|g| {
+            let names = g.iter().map(|i| i.to_string());
+            let lens = g.iter().map(len_of);
+            quote!(::lookahead::launch::check_same_len(NAME, &[#((#names, #lens)),*])?;)
+        });
+        let min = self.opts.min_len.iter().map(|(i, n)| {
+            let (s, l) = (i.to_string(), len_of(i));
+            quote_spanned!(n.span()=> ::lookahead::launch::check_min_len(NAME, #s, #l, #n)?;)
+        });
+        quote!(#(#same)* #(#min)*)
+    }
+
+    /// The call of the body for the emulator: `variant` picks the body of a `level = auto`
+    /// kernel.
+    fn run_body(&self) -> TokenStream {
+        let rebuilt: Vec<_> = self.params.iter().map(Param::rebuild).collect();
+        let (body_fn, variant) = (self.body_fn(), mixed("variant"));
+        if !self.auto() {
+            return quote! {
+                let _ = #variant;
+                #[allow(unused_unsafe)]
+                unsafe { super::#body_fn(#(#rebuilt),*) }
+            };
+        }
+        let (hinted_fn, au) = (self.hinted_body_fn(), quote!(::lookahead::launch::autotune));
+        quote! {
+            #[allow(unused_unsafe)]
+            match #variant {
+                #au::Variant::Plain => unsafe { super::#body_fn(#(#rebuilt),*) },
+                #au::Variant::Hinted => unsafe { super::#hinted_fn(#(#rebuilt),*) },
+            }
+        }
+    }
+
+    fn single_launcher(&self) -> TokenStream {
+        let au = quote!(::lookahead::launch::autotune);
+        let body = self.launch_body(
+            quote!(#au::Plan::fixed(#au::Variant::Plain)),
+            self.run_body(),
+        );
+        let name_str = self.name().to_string();
+        let doc = format!(
+            "Launches the `{name_str}` kernel on `on` with `cfg`: checks the configuration and the \
+             declared length rules, then launches. On a GPU (a `Gpu`, a stream or a `Launcher`, \
+             with GPU allocations) the launch is asynchronous on `on`'s stream; on the CPU \
+             emulator (`lookahead::emu::Emulator`, with host memory: `Vec<T>`, `[T]`) it runs \
+             to completion before returning.{}",
+            self.safety_doc()
+        );
+        let (head, params) = (self.launcher_head(), self.launcher_params());
+        quote! {
+            // A kernel without `level = auto` loops has one entry.
+            const HINTED_NAME: &str = NAME;
+
+            #[doc = #doc]
+            #[allow(clippy::too_many_arguments, non_snake_case)]
+            #head launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                #params
+            ) -> ::core::result::Result<(), ::lookahead::Error> {
+                #body
+            }
+        }
+    }
+
+    fn auto_launchers(&self) -> TokenStream {
+        let au = quote!(::lookahead::launch::autotune);
+        let (on, cfg, requested) = (mixed("on"), mixed("cfg"), mixed("requested"));
+        let ptx = self.ptx();
+        let body = self.launch_body(
+            quote!(#au::plan(#on, #ptx, NAME, #requested)),
+            self.run_body(),
+        );
+        let (name_str, hinted_str) = (self.name().to_string(), self.hinted_name().to_string());
         let auto_doc = format!(
             "Launches `{name_str}` choosing its entry by measurement (its `#[prefetch_next(level \
              = auto)]` loops): on each GPU the first launches alternate the plain entry \
@@ -327,156 +514,72 @@ fn kernel_impl(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
              launch stream; once both have enough timings every launch uses the faster one \
              (see `lookahead::launch::autotune` and [`auto_choice`]). Every launch runs on the \
              given arguments exactly once. On the CPU emulator it runs the hinted body. \
-             Otherwise as [`launch_variant`]."
+             Otherwise as [`launch_variant`].{}",
+            self.safety_doc()
         );
         let variant_doc = format!(
             "Launches the given variant of `{name_str}`: [`Variant::Plain`] (entry \
              `{name_str}`, no prefetch in its `level = auto` loops) or [`Variant::Hinted`] \
              (entry `{hinted_str}`, prefetch at `l2`), with no measurement. Checks the \
              configuration and the declared length rules, then launches: asynchronously on \
-             `on`'s stream on a GPU, to completion on the CPU emulator."
+             `on`'s stream on a GPU, to completion on the CPU emulator.{}",
+            self.safety_doc()
         );
-        (
-            quote! {
-                #plain_body
-
-                #[doc(hidden)]
-                #[allow(dead_code, clippy::all, unused_mut, unused_variables, non_snake_case)]
-                #[inline(always)]
-                #(#other_attrs)*
-                #unsafety fn #hinted_body_fn(#inputs) #hinted_block
-            },
-            quote! {
-                #plain_entry
-
-                /// The hinted entry of a kernel with `#[prefetch_next(level = auto)]` loops.
-                #[cfg(target_arch = "nvptx64")]
-                #[no_mangle]
-                #[allow(clippy::missing_safety_doc, non_snake_case)]
-                pub unsafe extern "gpu-kernel" fn #hinted_name(#(#lowered),*) {
-                    #[allow(unused_unsafe)]
-                    unsafe { #hinted_body_fn(#(#rebuilt),*) }
-                }
-            },
-            quote! {
-                /// The PTX name of the hinted entry (`level = auto` loops prefetch at `l2`).
-                pub const HINTED_NAME: &str = #hinted_str;
-
-                pub use #au::Variant;
-
-                #[doc = #auto_doc]
-                #[allow(clippy::too_many_arguments, non_snake_case)]
-                pub fn launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
-                    on: &__On,
-                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
-                    #(#host_params),*
-                ) -> ::core::result::Result<(), ::lookahead::Error> {
-                    __launch(on, ::core::option::Option::None, cfg, #(#arg_names),*)
-                }
-
-                #[doc = #variant_doc]
-                #[allow(clippy::too_many_arguments, non_snake_case)]
-                pub fn launch_variant<__On: ::lookahead::launch::LaunchOn + ?Sized>(
-                    variant: Variant,
-                    on: &__On,
-                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
-                    #(#host_params),*
-                ) -> ::core::result::Result<(), ::lookahead::Error> {
-                    __launch(on, ::core::option::Option::Some(variant), cfg, #(#arg_names),*)
-                }
-
-                /// The entry [`launch`] uses on `on` from now on: `None` while the first
-                /// launches are still being measured (or before any), then the faster one
-                /// (`Some(Variant::Hinted)` on the CPU emulator, which always runs the hinted
-                /// body). Reads the timings that have completed; never waits.
-                pub fn auto_choice<__On: ::lookahead::launch::LaunchOn + ?Sized>(
-                    on: &__On,
-                ) -> ::core::option::Option<Variant> {
-                    #au::choice(on, #ptx, NAME)
-                }
-
-                #[allow(clippy::too_many_arguments, non_snake_case)]
-                fn __launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
-                    on: &__On,
-                    __lk_requested: ::core::option::Option<Variant>,
-                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
-                    #(#host_params),*
-                ) -> ::core::result::Result<(), ::lookahead::Error> {
-                    #body
-                }
-            },
-        )
-    } else {
-        let run = quote! {
-            let _ = __lk_variant;
-            #[allow(unused_unsafe)]
-            unsafe { super::#body_fn(#(#rebuilt),*) }
-        };
-        let body = launch_body(quote!(#au::Plan::fixed(#au::Variant::Plain)), run);
-        (
-            plain_body,
-            plain_entry,
-            quote! {
-                // A kernel without `level = auto` loops has one entry.
-                const HINTED_NAME: &str = NAME;
-
-                #[doc = #launch_doc]
-                #[allow(clippy::too_many_arguments, non_snake_case)]
-                pub fn launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
-                    on: &__On,
-                    cfg: impl ::core::convert::Into<::lookahead::launch::LaunchConfig>,
-                    #(#host_params),*
-                ) -> ::core::result::Result<(), ::lookahead::Error> {
-                    #body
-                }
-            },
-        )
-    };
-
-    // rustc reports a second definition as "the name `...` is defined multiple times", with
-    // both spans: the marker's name is the message. A kernel with `level = auto` loops also
-    // exports `NAME__hinted`.
-    let exported: Vec<&Ident> = if auto {
-        vec![name, &hinted_name]
-    } else {
-        vec![name]
-    };
-    let markers = exported.iter().map(|n| {
-        let marker = format_ident!("kernel_name_{}_is_exported_by_two_kernels__rename_one", n);
-        let msg = format!(
-            "two #[kernel]s export the name `{n}` in this crate: PTX entry names must be unique, rename one"
+        let (head, params) = (self.launcher_head(), self.launcher_params());
+        let names: Vec<&Ident> = self.params.iter().map(|p| &p.name).collect();
+        let variant = mixed("variant");
+        let forward = |req: TokenStream| quote!(#[allow(unused_unsafe)] unsafe { __launch(#req, #on, #cfg, #(#names),*) });
+        let (launch_auto, launch_fixed) = (
+            forward(quote!(::core::option::Option::None)),
+            forward(quote!(::core::option::Option::Some(#variant))),
         );
         quote! {
-            // A second kernel exporting the same name defines this macro twice in the crate root.
-            #[doc(hidden)]
-            #[allow(non_snake_case)]
-            #[macro_export]
-            macro_rules! #marker {
-                () => { ::core::compile_error!(#msg) };
+            /// The PTX name of the hinted entry (`level = auto` loops prefetch at `l2`).
+            pub const HINTED_NAME: &str = #hinted_str;
+
+            pub use #au::Variant;
+
+            #[doc = #auto_doc]
+            #[allow(clippy::too_many_arguments, non_snake_case)]
+            #head launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                #params
+            ) -> ::core::result::Result<(), ::lookahead::Error> {
+                #launch_auto
+            }
+
+            #[doc = #variant_doc]
+            #[allow(clippy::too_many_arguments, non_snake_case)]
+            #head launch_variant<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                #variant: Variant,
+                #params
+            ) -> ::core::result::Result<(), ::lookahead::Error> {
+                #launch_fixed
+            }
+
+            /// The entry [`launch`] uses on `on` from now on: `None` while the first
+            /// launches are still being measured (or before any), then the faster one
+            /// (`Some(Variant::Hinted)` on the CPU emulator, which always runs the hinted
+            /// body). Reads the timings that have completed; never waits.
+            pub fn auto_choice<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                #on: &__On,
+            ) -> ::core::option::Option<Variant> {
+                #au::choice(#on, #ptx, NAME)
+            }
+
+            #[allow(clippy::too_many_arguments, non_snake_case)]
+            fn __launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
+                #requested: ::core::option::Option<Variant>,
+                #params
+            ) -> ::core::result::Result<(), ::lookahead::Error> {
+                #body
             }
         }
-    });
-    let _ = Span::call_site();
+    }
+}
 
-    Ok(quote! {
-        #bodies
-
-        #entries
-
-        #(#markers)*
-
-        #[cfg(not(target_arch = "nvptx64"))]
-        #[doc = #mod_doc]
-        #vis mod #name {
-            #[allow(unused_imports)]
-            use super::*;
-
-            /// The kernel's name in the PTX (its `.entry`).
-            pub const NAME: &str = #name_str;
-
-            #host_items
-        }
-    })
+/// A name of the generated code's own, invisible to (and unaffected by) the user's names.
+fn mixed(name: &str) -> Ident {
+    Ident::new(name, Span::mixed_site())
 }
 
 pub fn expand_device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -496,14 +599,4 @@ pub fn expand_device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
         return e.to_compile_error();
     }
     quote!(#[inline(always)] #f)
-}
-
-#[allow(dead_code)]
-fn lit_usize(e: &Expr) -> Option<usize> {
-    match e {
-        Expr::Lit(ExprLit {
-            lit: Lit::Int(i), ..
-        }) => i.base10_parse().ok(),
-        _ => None,
-    }
 }

@@ -9,12 +9,15 @@
 //!   rewritten.
 //! * [`macro@prefetch_next`] annotates a `for` loop inside either of them.
 //! * [`shared_array!`] declares a block-wide array in shared memory.
+//! * [`macro@DeviceCopy`] and [`macro@KernelParams`] make the user's own structs kernel
+//!   parameters.
 //!
 //! Every misuse is reported as a compile error with a span on the offending item; the
 //! macros never panic.
 
 use proc_macro::TokenStream;
 
+mod derive;
 mod kernel;
 mod params;
 mod prefetch;
@@ -119,7 +122,7 @@ pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///   value, all of it prefetched: `of(lists.part(off[l] as usize..off[l + 1] as usize))`,
 ///   `of(src.at(idx[i] as usize))` (`part`/`at` from `lookahead_device::prefetch::PrefetchPart`
 ///   keep the memory kind; the expression must be valid for every iteration the loop runs).
-/// * `queue = q` (a `lookahead_device::requests::RequestQueue`): for targets in managed
+/// * `queue = q` (a `lookahead_device::uvm::requests::RequestQueue`): for targets in managed
 ///   memory (`ManagedSlice`, `ManagedSliceMut`, their parts), instead of a hint the loop asks
 ///   the host to migrate the range iteration `i + distance` reads (`q.request(flag, ..)`,
 ///   none past the loop's end), asks for the first `distance` iterations before the loop,
@@ -147,4 +150,56 @@ pub fn prefetch_next(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn shared_array(input: TokenStream) -> TokenStream {
     shared::expand(input.into()).into()
+}
+
+/// `#[derive(DeviceCopy)]` on a `#[repr(C)]` struct of plain data (integers, floats, arrays,
+/// raw pointers, other `DeviceCopy` structs) with no padding: the struct can be a kernel
+/// parameter by value and the element of `&[T]`, `&mut [T]` and the views, on the GPU and on
+/// the emulator, and cudarc can allocate and copy it (`DeviceRepr`, `ValidAsZeroBits`).
+///
+/// ```ignore
+/// #[derive(Clone, Copy, DeviceCopy)]
+/// #[repr(C)]
+/// pub struct Node {
+///     pub next: u32,
+///     pub value: f32,
+/// }
+/// ```
+///
+/// Compile errors: not a struct, generic, no `#[repr(C)]`, a field that is not `DeviceCopy`
+/// (the error points at the field), padding bytes (add explicit fields), not `Copy`.
+#[proc_macro_derive(DeviceCopy)]
+pub fn derive_device_copy(input: TokenStream) -> TokenStream {
+    derive::device_copy(input.into()).into()
+}
+
+/// `#[derive(KernelParams)]` on a `#[repr(C)]` struct with named fields that are views
+/// (`DeviceSlice<T>`, `DeviceSliceMut<T>`, `ManagedSlice<T>`, `ManagedSliceMut<T>`) or
+/// `DeviceCopy` values: a kernel takes the struct by value, grouping parameters, and its
+/// launcher takes the generated `<Name>Args<'a>` (host only), whose view fields borrow
+/// allocations for the launch (`&` for read-only views, `&mut` for writable ones) and whose
+/// other fields are the values.
+///
+/// ```ignore
+/// #[derive(KernelParams)]
+/// #[repr(C)]
+/// pub struct Lists {
+///     pub vectors: ManagedSlice<f32>,
+///     pub offsets: DeviceSlice<u64>,
+///     pub dim: u32,
+///     pub _pad: u32,
+/// }
+///
+/// #[kernel]
+/// pub fn scan(lists: Lists, out: &mut [f32]) { .. }
+///
+/// // host:
+/// scan::launch(&gpu, cfg, ListsArgs { vectors: &buf, offsets: &offsets, dim: 128, _pad: 0 }, &mut out)?;
+/// ```
+///
+/// Compile errors as for [`macro@DeviceCopy`] (no padding: a view is 16 bytes, so pad a lone
+/// `u32`), and a view whose element type is not `DeviceCopy`.
+#[proc_macro_derive(KernelParams)]
+pub fn derive_kernel_params(input: TokenStream) -> TokenStream {
+    derive::kernel_params(input.into()).into()
 }

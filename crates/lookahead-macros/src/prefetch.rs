@@ -397,6 +397,7 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
     let body = &f.body;
     let attrs = &f.attrs;
     let pf = quote!(::lookahead_device::prefetch);
+    let ul = quote!(::lookahead_device::uvm::loops);
     let m = Span::mixed_site();
     let snap = Ident::new("__lk_snap", m);
     let idx = Ident::new("__lk_i", m);
@@ -406,7 +407,7 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
     let q = Ident::new("__lk_queue", m);
     let queue_let = o.queue.as_ref().map(|qe| {
         quote_spanned! {qe.span()=>
-            let #q: &::lookahead_device::requests::RequestQueue = &(#qe);
+            let #q: &::lookahead_device::uvm::RequestQueue = &(#qe);
         }
     });
 
@@ -487,13 +488,13 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
             .iter()
             .enumerate()
             .map(|(kk, t)| {
-                let flag = quote!(#pf::flag(#ahead, #n, #kk));
+                let flag = quote!(#ul::flag(#ahead, #n, #kk));
                 match (t, &o.queue) {
                     (Target::Element(t), None) => {
                         quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
                     }
                     (Target::Element(t), Some(_)) => quote_spanned! {t.span()=>
-                        let _ = #pf::request_index(#q, #flag, &#t, #ahead, #level);
+                        let _ = #ul::request_index(#q, #flag, &#t, #ahead, #level);
                     },
                     (Target::Whole(t), None) => quote_spanned! {t.span()=> {
                         let #var = #pf::index_like(#ahead, &#start_id);
@@ -501,7 +502,7 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                     }},
                     (Target::Whole(t), Some(_)) => quote_spanned! {t.span()=> {
                         let #var = #pf::index_like(#ahead, &#start_id);
-                        let _ = #pf::request_all(#q, #flag, &(#t), #level);
+                        let _ = #ul::request_all(#q, #flag, &(#t), #level);
                     }},
                 }
             })
@@ -513,13 +514,13 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                 .iter()
                 .enumerate()
                 .map(|(kk, t)| {
-                    let flag = quote!(#pf::flag(#var as usize, #n, #kk));
+                    let flag = quote!(#ul::flag(#var as usize, #n, #kk));
                     match t {
                         Target::Element(t) => quote_spanned! {t.span()=>
-                            let _ = #pf::wait_ready(#q, #flag, &#t);
+                            let _ = #ul::wait_ready(#q, #flag, &#t);
                         },
                         Target::Whole(t) => quote_spanned! {t.span()=>
-                            let _ = #pf::wait_ready_for(#q, #flag, || #t);
+                            let _ = #ul::wait_ready_for(#q, #flag, || #t);
                         },
                     }
                 })
@@ -599,10 +600,10 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                         quote!(#pf::prefetch_chunk(&#snap, #c, #k, #exact, #level);)
                     }
                     (Some(_), true) => quote! {
-                        let _ = #pf::request_index(#q, #pf::flag(#c, 1, 0), &#snap, #c, #level);
+                        let _ = #ul::request_index(#q, #ul::flag(#c, 1, 0), &#snap, #c, #level);
                     },
                     (Some(_), false) => quote! {
-                        let _ = #pf::request_chunk(#q, #pf::flag(#c, 1, 0), &#snap, #c, #k, #exact, #level);
+                        let _ = #ul::request_chunk(#q, #ul::flag(#c, 1, 0), &#snap, #c, #k, #exact, #level);
                     },
                 }
             };
@@ -620,7 +621,7 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
                         }
                         ::core::mem::drop(#scope);
                     }},
-                    quote!(let _ = #pf::wait_ready(#q, #pf::flag(#idx, 1, 0), &#snap);),
+                    quote!(let _ = #ul::wait_ready(#q, #ul::flag(#idx, 1, 0), &#snap);),
                 )
             } else {
                 (quote!(), quote!())

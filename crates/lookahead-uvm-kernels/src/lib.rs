@@ -1,197 +1,208 @@
-//! Device code of `lookahead-uvm`, compiled to PTX by this crate's build script and embedded
-//! for the host ([`PTX`]):
-//! the probe's page-touching, streaming-read and prefetch-sweep kernels, kernels that
-//! publish ranges to a request ring and consume them (tests and the GPU-driven policy), and
-//! the GPU-driven pull's copy loop on its own (`pull_copy`: a GPU test and
-//! `experiments/uvm/pull_gap.cu`).
-#![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
+//! # lookahead-uvm-kernels
+//!
+//! The device code of `lookahead-uvm`, written with `#[kernel]` and compiled to PTX by this
+//! crate's build script, embedded for the host ([`PTX`]): the start-up probe's kernels
+//! ([`touch_pages`], [`read_words`], [`prefetch_sweep`]), kernels that publish ranges to a
+//! request ring and consume them ([`publish_ranges`], [`request_and_sum`]), and the GPU-driven
+//! pull's copy loop on its own ([`pull_copy`]).
+//!
+//! Ranges are [`WordRange`]s: a first word and a length, within the buffer the kernel takes.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_gpu_kernel, asm_experimental_arch)
+)]
+
+use lookahead_device::prelude::*;
+use lookahead_device::uvm::{pull, Readiness, RequestQueue};
 
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/lookahead_uvm_kernels_ptx.rs"));
 
-#[cfg(target_arch = "nvptx64")]
-mod kernels {
-    use lookahead_device::atomic::atomic_add_u32;
-    use lookahead_device::index::{global_index_x, grid_stride_x};
-    use lookahead_device::requests::{Readiness, RequestQueue};
+/// Words `first..first + words` of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, DeviceCopy)]
+#[repr(C)]
+pub struct WordRange {
+    /// The first word.
+    pub first: u64,
+    /// Number of words.
+    pub words: u64,
+}
 
-    /// Reads one byte every `stride` bytes of `[base, base + bytes)`: on host-resident
-    /// managed memory each read faults its page over.
-    ///
-    /// # Safety
-    /// The range must be readable; `sink` one `u32`.
-    #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn touch_pages(
-        base: *const u8,
-        bytes: u64,
-        stride: u64,
-        sink: *mut u32,
-    ) {
-        let mut i = global_index_x() as u64;
-        let step = grid_stride_x() as u64;
-        let mut acc = 0u32;
-        while i * stride < bytes {
-            acc =
-                acc.wrapping_add(core::ptr::read_volatile(base.add((i * stride) as usize)) as u32);
-            i += step;
-        }
-        atomic_add_u32(sink, acc);
+impl WordRange {
+    /// The range as `usize` bounds, when it lies within `len` words.
+    #[inline(always)]
+    pub fn within(&self, len: usize) -> Option<(usize, usize)> {
+        let first = usize::try_from(self.first).ok()?;
+        let end = first.checked_add(usize::try_from(self.words).ok()?)?;
+        (end <= len).then_some((first, end))
     }
+}
 
-    /// Sums `words` 32-bit words with 16-byte loads: a streaming read of the range.
-    ///
-    /// # Safety
-    /// `base` 16-byte aligned, `words` a multiple of 4, range readable; `sink` one `u32`.
-    #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn read_words(
-        base: *const [u32; 4],
-        words: u64,
-        sink: *mut u32,
-    ) {
-        let mut i = global_index_x();
-        let step = grid_stride_x();
-        let n = (words / 4) as usize;
-        let mut acc = 0u32;
-        while i < n {
-            let v = *base.add(i);
-            acc = acc.wrapping_add(v[0] ^ v[1] ^ v[2] ^ v[3]);
-            i += step;
-        }
-        atomic_add_u32(sink, acc);
+/// `readiness` code: the range arrived by request before it was read.
+pub const ARRIVED: u32 = 1;
+/// `readiness` code: the request fell back; the range was read through the fault path.
+pub const WENT_AHEAD: u32 = 2;
+/// `readiness` code: the wait timed out; the range was read through the fault path.
+pub const TIMED_OUT: u32 = 3;
+
+/// Reads one word every `stride` words of `data` and adds them into `sink[0]`: on
+/// host-resident managed memory, each read faults its page over.
+#[kernel(min_len(sink = 1))]
+pub fn touch_pages(data: &[u32], stride: u32, sink: &mut [u32]) {
+    let stride = (stride as usize).max(1);
+    let mut acc = 0u32;
+    let mut i = global_index_x() * stride;
+    while i < data.len() {
+        // SAFETY: `i < data.len()`; volatile, so the read is never left out.
+        acc = acc.wrapping_add(unsafe { core::ptr::read_volatile(&data[i]) });
+        i += grid_stride_x() * stride;
     }
+    atomic_add(&mut sink[0], acc);
+}
 
-    /// Issues `prefetch.global.L2` once every `stride` bytes of the range (the in-kernel
-    /// hint the probe tests for migration).
-    ///
-    /// # Safety
-    /// None beyond the range being an address range: prefetches cannot fault.
-    #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn prefetch_sweep(base: *const u8, bytes: u64, stride: u64) {
-        let mut i = global_index_x() as u64;
-        let step = grid_stride_x() as u64;
-        while i * stride < bytes {
-            lookahead_device::prefetch::prefetch_l2(base.add((i * stride) as usize));
-            i += step;
+/// Streams all of `data` (16-byte loads when it is 16-byte aligned) and adds a checksum into
+/// `sink[0]`: a streaming read of the range.
+#[kernel(min_len(sink = 1))]
+pub fn read_words(data: &[u32], sink: &mut [u32]) {
+    let mut acc = 0u32;
+    let quads = if data.as_ptr() as usize % 16 == 0 {
+        data.len() / 4
+    } else {
+        0
+    };
+    let vectors = data.as_ptr() as *const [u32; 4];
+    let mut i = global_index_x();
+    while i < quads {
+        // SAFETY: `i < data.len() / 4`, and `data` is 16-byte aligned.
+        let v = unsafe { *vectors.add(i) };
+        acc = acc.wrapping_add(v[0] ^ v[1] ^ v[2] ^ v[3]);
+        i += grid_stride_x();
+    }
+    let mut w = quads * 4 + global_index_x();
+    while w < data.len() {
+        acc = acc.wrapping_add(data[w]);
+        w += grid_stride_x();
+    }
+    atomic_add(&mut sink[0], acc);
+}
+
+/// Issues one `prefetch.global.L2` every `stride` words of `data` (the in-kernel hint the
+/// probe tests for page migration).
+#[kernel]
+pub fn prefetch_sweep(data: &[u32], stride: u32) {
+    let stride = (stride as usize).max(1);
+    let mut i = global_index_x() * stride;
+    while i < data.len() {
+        prefetch::prefetch_l2(&data[i]);
+        i += grid_stride_x() * stride;
+    }
+}
+
+/// Each warp claims pieces from `next[0]` and copies piece `i` of `src` to the same words of
+/// `dst` with [`pull::copy_chunk`], which counts it in `counters[i]`: the GPU-driven pull's
+/// copy loop on its own, to compare it with other copy kernels. Pieces outside the buffers
+/// are skipped (not counted).
+#[kernel(same_len(src, dst), same_len(pieces, counters), min_len(next = 1))]
+pub fn pull_copy(
+    src: &[u32],
+    dst: &mut [u32],
+    pieces: &[WordRange],
+    next: &mut [u32],
+    counters: &mut [u32],
+) {
+    loop {
+        let i = warp_fetch_add(&mut next[0], 1) as usize;
+        if i >= pieces.len() {
+            return;
+        }
+        // Warp-uniform: every lane claimed the same piece.
+        let Some((first, end)) = pieces[i].within(src.len()) else {
+            continue;
+        };
+        // SAFETY: `first..end` lies within `src` and `dst` (same length); the piece is
+        // copied by this warp alone; `counters[i]` exists (`same_len`).
+        unsafe {
+            pull::copy_chunk(
+                src.as_ptr().add(first),
+                dst.as_mut_ptr().add(first),
+                end - first,
+                &mut counters[i],
+            )
+        };
+    }
+}
+
+/// Thread `i` publishes range `i` of `data` with flag `i` and writes what happened to
+/// `outcomes[i]` (the `Requested` value as a number).
+#[kernel(same_len(ranges, outcomes))]
+pub fn publish_ranges(
+    queue: RequestQueue,
+    data: &[u32],
+    ranges: &[WordRange],
+    outcomes: &mut [u32],
+) {
+    let i = global_index_x();
+    if i < ranges.len() {
+        if let Some((first, end)) = ranges[i].within(data.len()) {
+            let r = data[first..end].as_ptr();
+            outcomes[i] = queue.request(i as u32, r, (end - first) * 4) as u32;
         }
     }
+}
 
-    /// Each warp claims pieces from `*next` and copies piece `i` from `src` to `dst` with
-    /// [`lookahead_device::pull::copy_chunk`], which counts it in `counters[i]`: the
-    /// GPU-driven pull's copy loop on its own, to compare it with other copy kernels.
-    ///
-    /// `pieces[2i]` is the piece's first word (the same in `src` and `dst`), `pieces[2i + 1]`
-    /// its length in words.
-    ///
-    /// # Safety
-    /// Every piece within `src` (readable) and `dst` (writable), pieces disjoint; `next`
-    /// one zeroed `u32`; `counters` `n` entries.
-    #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn pull_copy(
-        src: *const u32,
-        dst: *mut u32,
-        pieces: *const u64,
-        n: u32,
-        next: *mut u32,
-        counters: *mut u32,
-    ) {
-        loop {
-            let i = lookahead_device::atomic::warp_fetch_add(&mut *next, 1);
-            if i >= n {
-                return;
-            }
-            let first = *pieces.add(2 * i as usize) as usize;
-            let words = *pieces.add(2 * i as usize + 1) as usize;
-            lookahead_device::pull::copy_chunk(
-                src.add(first),
-                dst.add(first),
-                words,
-                counters.add(i as usize),
-            );
+/// Block `b` handles ranges `b, b + grid, ...`: thread 0 requests range `i + ahead` (in
+/// blocks' steps), waits for range `i` and records how it went in `readiness[i]`
+/// ([`ARRIVED`], [`WENT_AHEAD`], [`TIMED_OUT`]); then the block sums the range's words into
+/// `sums[i]`. The sums do not depend on the service, only whether the data came by prefetch
+/// or by fault. `sums` must start at zero.
+#[kernel(same_len(ranges, sums, readiness))]
+pub fn request_and_sum(
+    queue: RequestQueue,
+    data: &[u32],
+    ranges: &[WordRange],
+    ahead: u32,
+    sums: &mut [u32],
+    readiness: &mut [u32],
+) {
+    let (block, blocks) = (block_idx_x() as usize, grid_dim_x() as usize);
+    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let n = ranges.len();
+    let request = |j: usize| {
+        if let Some((first, end)) = ranges[j].within(data.len()) {
+            queue.request(j as u32, data[first..end].as_ptr(), (end - first) * 4);
+        }
+    };
+    let step = (ahead as usize + 1) * blocks;
+    if tid == 0 {
+        // The ranges this block reads first: ask for them before anything else.
+        let mut j = block;
+        while j < n && j < block + step {
+            request(j);
+            j += blocks;
         }
     }
-
-    /// Thread `i < n` publishes range `i` (`ptrs[i]`, `lens[i]` bytes) with flag `i`.
-    ///
-    /// # Safety
-    /// `ptrs` and `lens` hold `n` entries; `outcomes` `n` entries or null.
-    #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn publish_ranges(
-        queue: RequestQueue,
-        ptrs: *const u64,
-        lens: *const u64,
-        n: u32,
-        outcomes: *mut u32,
-    ) {
-        let i = global_index_x();
-        if i < n as usize {
-            let r = queue.request(i as u32, *ptrs.add(i) as *const u8, *lens.add(i) as usize);
-            if !outcomes.is_null() {
-                *outcomes.add(i) = r as u32;
-            }
-        }
-    }
-
-    /// Block `b` handles ranges `b, b + grid, ...`: thread 0 requests range `i + ahead`,
-    /// waits for range `i`, and records how it went in `readiness[i]`; then the block sums
-    /// the range's words into `sums[i]`. The sums do not depend on the service: only
-    /// whether the data came by prefetch or by fault.
-    ///
-    /// # Safety
-    /// `ptrs`/`lens` hold `n` entries of 4-byte-aligned managed ranges; `sums` and
-    /// `readiness` `n` zeroed entries.
-    #[no_mangle]
-    pub unsafe extern "gpu-kernel" fn request_and_sum(
-        queue: RequestQueue,
-        ptrs: *const u64,
-        lens: *const u64,
-        n: u32,
-        ahead: u32,
-        sums: *mut u32,
-        readiness: *mut u32,
-    ) {
-        let block = lookahead_device::index::block_idx_x() as usize;
-        let blocks = lookahead_device::index::grid_dim_x() as usize;
-        let tid = lookahead_device::index::thread_idx_x() as usize;
-        let threads = lookahead_device::index::block_dim_x() as usize;
-        let n = n as usize;
-        let mut i = block;
+    let mut i = block;
+    while i < n {
         if tid == 0 {
-            // Ranges this block will read first: ask for them before anything else.
-            let mut j = block;
-            while j < n && j < block + (ahead as usize + 1) * blocks {
-                queue.request(j as u32, *ptrs.add(j) as *const u8, *lens.add(j) as usize);
-                j += blocks;
+            if i + step < n {
+                request(i + step);
             }
+            readiness[i] = match queue.wait_ready(i as u32) {
+                Readiness::Arrived => ARRIVED,
+                Readiness::GoAhead => WENT_AHEAD,
+                Readiness::TimedOut => TIMED_OUT,
+            };
         }
-        while i < n {
-            if tid == 0 {
-                let next = i + (ahead as usize + 1) * blocks;
-                if next < n {
-                    queue.request(
-                        next as u32,
-                        *ptrs.add(next) as *const u8,
-                        *lens.add(next) as usize,
-                    );
-                }
-                let r = queue.wait_ready(i as u32);
-                *readiness.add(i) = match r {
-                    Readiness::Arrived => 1,
-                    Readiness::GoAhead => 2,
-                    Readiness::TimedOut => 3,
-                };
-            }
-            lookahead_device::sync::sync_threads();
-            let words = (*lens.add(i) / 4) as usize;
-            let base = *ptrs.add(i) as *const u32;
-            let mut acc = 0u32;
-            let mut w = tid;
-            while w < words {
-                acc = acc.wrapping_add(*base.add(w));
-                w += threads;
-            }
-            atomic_add_u32(sums.add(i), acc);
-            i += blocks;
+        sync_threads();
+        let (first, end) = ranges[i].within(data.len()).unwrap_or((0, 0));
+        let mut acc = 0u32;
+        let mut w = first + tid;
+        while w < end {
+            acc = acc.wrapping_add(data[w]);
+            w += threads;
         }
+        atomic_add(&mut sums[i], acc);
+        i += blocks;
     }
 }

@@ -1,180 +1,130 @@
-//! Launches of the crate's own kernels (the `lookahead-uvm-kernels` crate).
+//! Launch shapes for the crate's own kernels (the typed launchers of `lookahead-uvm-kernels`):
+//! grids sized to the GPU, one place for each kernel's configuration.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
-use lookahead::launch::ByValue;
-use lookahead::{Error, Gpu, Module, Result};
-use lookahead_device::requests::RequestQueue;
+use cudarc::driver::CudaStream;
+use lookahead::launch::{KernelSlice, KernelSliceMut, LaunchConfig};
+use lookahead::{Gpu, Result};
+use lookahead_device::uvm::RequestQueue;
+use lookahead_uvm_kernels as k;
+use lookahead_uvm_kernels::WordRange;
 
-use lookahead_uvm_kernels as ptx;
+use crate::ring::RingQueue;
 
 /// The device toolchain that compiled this crate's kernels.
-pub const KERNELS_TOOLCHAIN: &str = ptx::PTX_TOOLCHAIN;
+pub const KERNELS_TOOLCHAIN: &str = k::PTX_TOOLCHAIN;
 
-/// The loaded kernels.
+/// The kernels, loaded on one GPU, with grids sized to its multiprocessors.
 #[derive(Debug, Clone)]
 pub struct UvmKernels {
-    module: Module,
     sms: u32,
 }
 
-/// A one-dimensional launch of `blocks` blocks of `threads` threads, no shared memory.
-fn blocks_of(blocks: u32, threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-fn launched(
-    call: &'static str,
-    r: std::result::Result<(), cudarc::driver::DriverError>,
-) -> Result<()> {
-    r.map_err(|source| Error::Driver { call, source })
-}
+/// A read-only `u32` buffer on the GPU.
+pub trait Words: KernelSlice<u32> {}
+impl<T: KernelSlice<u32> + ?Sized> Words for T {}
+/// A writable `u32` buffer on the GPU.
+pub trait WordsMut: KernelSliceMut<u32> {}
+impl<T: KernelSliceMut<u32> + ?Sized> WordsMut for T {}
 
 impl UvmKernels {
-    /// Loads the kernels on `gpu`.
+    /// Loads the kernels on `gpu` (now, so no later launch pays for it).
     pub fn load(gpu: &Gpu) -> Result<Self> {
-        let module = gpu.load_ptx(ptx::PTX)?;
+        lookahead::launch::module_for(gpu.context(), k::PTX)?;
         let sms = gpu.capabilities()?.sm_count.max(1);
-        Ok(UvmKernels { module, sms })
+        Ok(UvmKernels { sms })
     }
 
-    fn grid(&self, blocks_per_sm: u32, threads: u32) -> LaunchConfig {
-        blocks_of(self.sms * blocks_per_sm, threads)
+    fn grid(&self, blocks_per_sm: u32) -> LaunchConfig {
+        LaunchConfig::new((self.sms * blocks_per_sm, 1, 1), (256, 1, 1))
     }
 
-    /// Reads one byte every `stride` bytes of `[ptr, ptr + bytes)`; adds them into `sink`.
+    /// Reads one word every `stride` words of `data`; adds them into `sink[0]`.
     pub fn touch_pages(
         &self,
-        stream: &Arc<CudaStream>,
-        ptr: u64,
-        bytes: u64,
-        stride: u64,
-        sink: u64,
+        s: &Arc<CudaStream>,
+        data: &(impl Words + ?Sized),
+        stride: u32,
+        sink: &mut (impl WordsMut + ?Sized),
     ) -> Result<()> {
-        let f = self.module.function("touch_pages")?;
-        let mut l = stream.launch_builder(&f);
-        l.arg(&ptr).arg(&bytes).arg(&stride).arg(&sink);
-        // SAFETY: (u8*, u64, u64, u32*) as declared; the caller passes a readable range.
-        launched(
-            "touch_pages",
-            unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()),
-        )
+        k::touch_pages::launch(s, self.grid(4), data, stride, sink)
     }
 
-    /// Streams `words` 32-bit words from `ptr` (16-byte aligned, multiple of 4 words).
+    /// Streams all of `data` with 16-byte loads; adds a checksum into `sink[0]`.
     pub fn read_words(
         &self,
-        stream: &Arc<CudaStream>,
-        ptr: u64,
-        words: u64,
-        sink: u64,
+        s: &Arc<CudaStream>,
+        data: &(impl Words + ?Sized),
+        sink: &mut (impl WordsMut + ?Sized),
     ) -> Result<()> {
-        let f = self.module.function("read_words")?;
-        let mut l = stream.launch_builder(&f);
-        l.arg(&ptr).arg(&words).arg(&sink);
-        // SAFETY: as declared in kernels/src/lib.rs.
-        launched(
-            "read_words",
-            unsafe { l.launch(self.grid(8, 256)) }.map(|_| ()),
-        )
+        k::read_words::launch(s, self.grid(8), data, sink)
     }
 
-    /// Issues one `prefetch.global.L2` every `stride` bytes of the range.
+    /// Issues one `prefetch.global.L2` every `stride` words of `data`.
     pub fn prefetch_sweep(
         &self,
-        stream: &Arc<CudaStream>,
-        ptr: u64,
-        bytes: u64,
-        stride: u64,
+        s: &Arc<CudaStream>,
+        data: &(impl Words + ?Sized),
+        stride: u32,
     ) -> Result<()> {
-        let f = self.module.function("prefetch_sweep")?;
-        let mut l = stream.launch_builder(&f);
-        l.arg(&ptr).arg(&bytes).arg(&stride);
-        // SAFETY: prefetches cannot fault.
-        launched(
-            "prefetch_sweep",
-            unsafe { l.launch(self.grid(4, 256)) }.map(|_| ()),
-        )
+        k::prefetch_sweep::launch(s, self.grid(4), data, stride)
     }
 
-    /// Copies pieces of `src` to the same word offsets of `dst` with the GPU-driven pull's
-    /// copy loop: `pieces` holds `n` pairs (first word, words) in device memory, `next` one
-    /// zeroed `u32`, `counters` `n` `u32`s that each end up one higher.
+    /// Copies `pieces` of `src` to the same words of `dst` with the GPU-driven pull's copy
+    /// loop, in `blocks` blocks of 256 threads: `next` one zeroed word, `counters` one word
+    /// per piece, each ending up one higher.
     #[allow(clippy::too_many_arguments)]
     pub fn pull_copy(
         &self,
-        stream: &Arc<CudaStream>,
-        src: u64,
-        dst: u64,
-        pieces: u64,
-        n: u32,
-        next: u64,
-        counters: u64,
+        s: &Arc<CudaStream>,
+        src: &(impl Words + ?Sized),
+        dst: &mut (impl WordsMut + ?Sized),
+        pieces: &(impl KernelSlice<WordRange> + ?Sized),
+        next: &mut (impl WordsMut + ?Sized),
+        counters: &mut (impl WordsMut + ?Sized),
         blocks: u32,
     ) -> Result<()> {
-        let f = self.module.function("pull_copy")?;
-        let mut l = stream.launch_builder(&f);
-        l.arg(&src)
-            .arg(&dst)
-            .arg(&pieces)
-            .arg(&n)
-            .arg(&next)
-            .arg(&counters);
-        let cfg = blocks_of(blocks.max(1), 256);
-        // SAFETY: as declared in kernels/src/lib.rs; the caller passes valid pieces.
-        launched("pull_copy", unsafe { l.launch(cfg) }.map(|_| ()))
+        let cfg = LaunchConfig::new((blocks.max(1), 1, 1), (256, 1, 1));
+        k::pull_copy::launch(s, cfg, src, dst, pieces, next, counters)
     }
 
-    /// Publishes ranges `(ptrs[i], lens[i])` with flags `i` (device arrays of `n`).
-    pub fn publish_ranges(
-        &self,
-        stream: &Arc<CudaStream>,
-        queue: RequestQueue,
-        ptrs: u64,
-        lens: u64,
-        n: u32,
-        outcomes: u64,
-    ) -> Result<()> {
-        let f = self.module.function("publish_ranges")?;
-        let mut l = stream.launch_builder(&f);
-        let q = ByValue(queue);
-        l.arg(&q).arg(&ptrs).arg(&lens).arg(&n).arg(&outcomes);
-        let cfg = LaunchConfig::for_num_elems(n.max(1));
-        // SAFETY: as declared; arrays hold `n` entries.
-        launched("publish_ranges", unsafe { l.launch(cfg) }.map(|_| ()))
-    }
-
-    /// Each block requests ranges `ahead` steps in advance, waits for its range, and sums it.
+    /// Each block requests ranges `ahead` steps in advance, waits for its range and sums it
+    /// (`sums` zeroed); `readiness` gets each range's outcome.
     #[allow(clippy::too_many_arguments)]
     pub fn request_and_sum(
         &self,
-        stream: &Arc<CudaStream>,
-        queue: RequestQueue,
-        ptrs: u64,
-        lens: u64,
-        n: u32,
+        s: &Arc<CudaStream>,
+        queue: RingQueue<'_>,
+        data: &(impl Words + ?Sized),
+        ranges: &(impl KernelSlice<WordRange> + ?Sized),
         ahead: u32,
-        sums: u64,
-        readiness: u64,
+        sums: &mut (impl WordsMut + ?Sized),
+        readiness: &mut (impl WordsMut + ?Sized),
         blocks: u32,
     ) -> Result<()> {
-        let f = self.module.function("request_and_sum")?;
-        let mut l = stream.launch_builder(&f);
-        let q = ByValue(queue);
-        l.arg(&q)
-            .arg(&ptrs)
-            .arg(&lens)
-            .arg(&n)
-            .arg(&ahead)
-            .arg(&sums)
-            .arg(&readiness);
-        let cfg = blocks_of(blocks.max(1), 256);
-        // SAFETY: as declared; arrays hold `n` entries.
-        launched("request_and_sum", unsafe { l.launch(cfg) }.map(|_| ()))
+        let cfg = LaunchConfig::new((blocks.max(1), 1, 1), (256, 1, 1));
+        k::request_and_sum::launch(s, cfg, queue, data, ranges, ahead, sums, readiness)
+    }
+
+    /// Thread `i` publishes range `i` of `data` with flag `i`; `outcomes[i]` gets what
+    /// happened. A disabled queue ([`RequestQueue::disabled`]) may stand for `queue`.
+    pub fn publish_ranges(
+        &self,
+        s: &Arc<CudaStream>,
+        queue: impl lookahead::launch::KernelValue<RequestQueue, lookahead::launch::GpuMemory>,
+        data: &(impl Words + ?Sized),
+        ranges: &(impl KernelSlice<WordRange> + ?Sized),
+        outcomes: &mut (impl WordsMut + ?Sized),
+    ) -> Result<()> {
+        let n = KernelSlice::<WordRange>::kernel_len(ranges);
+        k::publish_ranges::launch(
+            s,
+            LaunchConfig::for_len(n, 256),
+            queue,
+            data,
+            ranges,
+            outcomes,
+        )
     }
 }

@@ -6,7 +6,7 @@
 //! interconnect's rate, and chooses between them from measurements:
 //!
 //! - [`RequestRing`] + [`PrefetchService`]: GPU-driven migration requests. A kernel
-//!   publishes the ranges it will need ([`lookahead_device::requests::RequestQueue`]), a
+//!   publishes the ranges it will need ([`lookahead_device::uvm::RequestQueue`]), a
 //!   host service prefetches them from several threads and marks each ready in device
 //!   memory on the prefetch's own stream; the kernel waits on the mark or goes ahead on the
 //!   fault path. A full ring, a stopped or never-started service, or a slow host never
@@ -14,7 +14,7 @@
 //! - [`Policy`]: faults, in-kernel hints, prefetch-all, host-selected ranges, GPU-driven
 //!   requests, remote mapping, the GPU-driven pull (the kernel copies what it needs over
 //!   the interconnect into a device cache, with
-//!   [`lookahead_device::pull`]), and `Auto`, which [`policy::choose`]s from an
+//!   [`lookahead_device::uvm::pull`]), and `Auto`, which [`policy::choose`]s from an
 //!   [`AccessPattern`] and a [`MachineProfile`] measured by the start-up probe.
 
 pub mod kernels;
@@ -24,7 +24,8 @@ pub mod ring;
 pub mod service;
 
 pub use kernels::UvmKernels;
+pub use lookahead_uvm_kernels::WordRange;
 pub use policy::{AccessPattern, Estimate, Policy};
 pub use probe::MachineProfile;
-pub use ring::{Request, RequestRing};
+pub use ring::{Request, RequestRing, RingQueue};
 pub use service::{PrefetchService, ServiceConfig, ServiceReport};

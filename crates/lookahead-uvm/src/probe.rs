@@ -4,12 +4,15 @@
 //! Results are cached per device and driver.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys;
+use cudarc::driver::{CudaSlice, CudaStream};
 use lookahead::{
-    Advice, ByteRange, Error, Gpu, Location, ManagedBuffer, PrefetchEngine, PrefetchOptions, Result,
+    Advice, ByteRange, DriverContext, Gpu, Location, ManagedBuffer, ManagedView, PrefetchEngine,
+    PrefetchOptions, Result,
 };
+use lookahead_uvm_kernels::{WordRange, ARRIVED, TIMED_OUT, WENT_AHEAD};
 use serde::{Deserialize, Serialize};
 
 use crate::kernels::UvmKernels;
@@ -156,120 +159,37 @@ impl MachineProfile {
             lookahead::Capability::ConcurrentManagedAccess,
             "the Unified Memory probe",
         )?;
-        let kernels = UvmKernels::load(gpu)?;
-        let stream = gpu.context().new_stream().map_err(|source| Error::Driver {
-            call: "cuStreamCreate",
-            source,
-        })?;
-        // Every page starts on the host: the buffer is written by the CPU.
-        let mut buf = ManagedBuffer::<u32>::zeroed(gpu, REGIONS * REGION / 4)?;
-        {
-            let host = buf.as_mut_slice()?;
-            for (i, w) in host.iter_mut().enumerate().step_by(1024) {
-                *w = i as u32;
-            }
-        }
-        // Four words: the warm-up below streams one 16-byte vector out of it.
-        let sink = ManagedBuffer::<u32>::zeroed(gpu, 4)?;
-        let sink_ptr = sink.device_ptr();
-        let region = |i: usize| ByteRange {
-            start: buf.device_ptr() + (i * REGION) as u64,
-            len: REGION as u64,
-        };
+        let mut p = Probe::new(gpu)?;
         let gb = REGION as f64 / 1e9;
-        let timed = |f: &dyn Fn() -> Result<()>| -> Result<f64> {
-            let t = Instant::now();
-            f()?;
-            stream.synchronize().map_err(|source| Error::Driver {
-                call: "cuStreamSynchronize",
-                source,
-            })?;
-            Ok(t.elapsed().as_secs_f64())
-        };
-
-        // Warm-up: module load, first launch.
-        kernels.read_words(&stream, sink_ptr, 4, sink_ptr)?; // the 4 words of `sink`
-        stream.synchronize().map_err(|source| Error::Driver {
-            call: "cuStreamSynchronize",
-            source,
-        })?;
-
-        // 0: fault path.
-        let r0 = region(0);
-        let fault_s = timed(&|| kernels.touch_pages(&stream, r0.start, r0.len, 4096, sink_ptr))?;
+        p.warm_up()?;
+        let fault_s = p.faults(0)?;
         // Resident read of region 0 (now on the GPU), best of three.
         let mut device_s = f64::MAX;
         for _ in 0..3 {
-            device_s = device_s.min(timed(&|| {
-                kernels.read_words(&stream, r0.start, r0.len / 4, sink_ptr)
-            })?);
+            device_s = device_s.min(p.timed_read(0)?);
         }
-        // 1: one bulk prefetch.
-        let r1 = region(1);
-        let to_gpu = Location::Device(gpu.ordinal());
-        let bulk_s = timed(&|| lookahead::prefetch::prefetch_range(gpu, r1, to_gpu, &stream))?;
-        // 2: 32 ranges of 2 MiB through the engine.
-        let r2 = region(2);
-        let pieces: Vec<ByteRange> = (0..32u64)
-            .map(|i| ByteRange {
-                start: r2.start + i * (2 << 20),
-                len: 2 << 20,
-            })
-            .collect();
-        let engine = PrefetchEngine::new(
-            gpu,
-            PrefetchOptions {
-                piece_bytes: 2 << 20,
-                ..PrefetchOptions::default()
-            },
-        )?;
-        let t = Instant::now();
-        engine.prefetch(&pieces, to_gpu)?.wait()?;
-        let range_s = t.elapsed().as_secs_f64();
-        // 3: remote reads, no migration (and what the advice itself costs).
-        let r3 = region(3);
-        let t = Instant::now();
-        lookahead::advice::advise(gpu, r3, Advice::SetAccessedBy(to_gpu))?;
-        let mut advice_s = t.elapsed().as_secs_f64();
-        let remote_s = timed(&|| kernels.read_words(&stream, r3.start, r3.len / 4, sink_ptr))?;
-        let t = Instant::now();
-        lookahead::advice::advise(gpu, r3, Advice::UnsetAccessedBy(to_gpu))?;
-        advice_s += t.elapsed().as_secs_f64();
-        // 5: GPU-driven requests: 32 blocks each ask for a 2 MiB range and wait for it.
-        let (request_gbps, request_outcome) = probe_requests(gpu, &kernels, &stream, region(5))?;
-        // 4: in-kernel prefetch hints, then a read.
-        let r4 = region(4);
-        timed(&|| kernels.prefetch_sweep(&stream, r4.start, r4.len, 4096))?;
-        let after_hints_s = timed(&|| kernels.read_words(&stream, r4.start, r4.len / 4, sink_ptr))?;
-        // Host round trip: a 4-byte copy back and a synchronisation, best of five.
-        let mut round_trip_s = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            let mut v = 0u32;
-            // SAFETY: copies one word of the sink to the host.
-            unsafe { sys::cuMemcpyDtoH_v2(&mut v as *mut u32 as *mut _, sink_ptr, 4) }
-                .result()
-                .map_err(|source| Error::Driver {
-                    call: "cuMemcpyDtoH",
-                    source,
-                })?;
-            round_trip_s = round_trip_s.min(t.elapsed().as_secs_f64());
-        }
+        let bulk_s = p.bulk_prefetch(1)?;
+        let range_s = p.range_prefetch(2)?;
+        let (remote_s, advice_s) = p.remote_read(3)?;
+        let region5 = p.region(5);
+        let (request_gbps, request_outcome) = probe_requests(gpu, &p.kernels, &p.stream, &region5)?;
+        p.kernels.prefetch_sweep(&p.stream, &p.region(4), 1024)?;
+        p.sync()?;
+        let after_hints_s = p.timed_read(4)?;
+        let round_trip_s = p.round_trip()?;
 
         let fault_gbps = gb / fault_s;
-        let bulk_prefetch_gbps = gb / bulk_s;
-        let range_prefetch_gbps = gb / range_s;
         let after_hints_gbps = gb / after_hints_s;
         let (major, minor) = gpu.driver_version()?;
         Ok(MachineProfile {
             device: gpu.name().to_string(),
             driver: format!("{major}.{minor}"),
             fault_gbps,
-            bulk_prefetch_gbps,
-            range_prefetch_gbps,
+            bulk_prefetch_gbps: gb / bulk_s,
+            range_prefetch_gbps: gb / range_s,
             remote_gbps: gb / remote_s,
             device_gbps: gb / device_s,
-            prefetch_call_s: ((range_s - bulk_s) / pieces.len() as f64).max(0.0),
+            prefetch_call_s: ((range_s - bulk_s) / RANGE_PIECES as f64).max(0.0),
             host_round_trip_s: round_trip_s,
             // Migrated pages read at least 3x faster than faulting ones.
             kernel_hints_migrate: after_hints_gbps > 3.0 * fault_gbps,
@@ -282,59 +202,185 @@ impl MachineProfile {
     }
 }
 
+/// 2 MiB ranges the engine prefetches in region 2.
+const RANGE_PIECES: usize = 32;
+
+/// What the probe measures with: six host-resident regions of one managed buffer, a sink for
+/// the read kernels' checksums, a stream.
+struct Probe<'g> {
+    gpu: &'g Gpu,
+    kernels: UvmKernels,
+    stream: Arc<CudaStream>,
+    buf: ManagedBuffer<u32>,
+    sink: CudaSlice<u32>,
+}
+
+impl<'g> Probe<'g> {
+    fn new(gpu: &'g Gpu) -> Result<Self> {
+        let kernels = UvmKernels::load(gpu)?;
+        let stream = gpu.context().new_stream().during("cuStreamCreate")?;
+        // Every page starts on the host: the buffer is written by the CPU.
+        let mut buf = ManagedBuffer::<u32>::zeroed(gpu, REGIONS * REGION / 4)?;
+        for (i, w) in buf.as_mut_slice()?.iter_mut().enumerate().step_by(1024) {
+            *w = i as u32;
+        }
+        let sink = stream.alloc_zeros::<u32>(4).during("cuMemAlloc")?;
+        Ok(Probe {
+            gpu,
+            kernels,
+            stream,
+            buf,
+            sink,
+        })
+    }
+
+    fn region(&self, i: usize) -> ManagedView<'_, u32> {
+        let words = REGION / 4;
+        self.buf
+            .view(i * words..(i + 1) * words)
+            .expect("the buffer holds every region")
+    }
+
+    fn bytes(&self, i: usize) -> Result<ByteRange> {
+        let words = REGION / 4;
+        self.buf.elements(i * words..(i + 1) * words)
+    }
+
+    /// The first launch, off the clock: reads four words of device memory.
+    fn warm_up(&mut self) -> Result<()> {
+        let words = self.stream.alloc_zeros::<u32>(4).during("cuMemAlloc")?;
+        self.kernels
+            .read_words(&self.stream, &words, &mut self.sink)?;
+        self.sync()
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.stream.synchronize().during("cuStreamSynchronize")
+    }
+
+    /// Seconds to stream region `i` through a kernel.
+    fn timed_read(&mut self, i: usize) -> Result<f64> {
+        let t = Instant::now();
+        let region = self.buf.view(i * REGION / 4..(i + 1) * REGION / 4)?;
+        self.kernels
+            .read_words(&self.stream, &region, &mut self.sink)?;
+        self.stream.synchronize().during("cuStreamSynchronize")?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Seconds for a kernel to fault region `i` over, a word per 4 KiB page.
+    fn faults(&mut self, i: usize) -> Result<f64> {
+        let t = Instant::now();
+        let region = self.buf.view(i * REGION / 4..(i + 1) * REGION / 4)?;
+        self.kernels
+            .touch_pages(&self.stream, &region, 1024, &mut self.sink)?;
+        self.sync()?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Seconds for one `cuMemPrefetchAsync` of region `i`.
+    fn bulk_prefetch(&self, i: usize) -> Result<f64> {
+        let to = Location::Device(self.gpu.ordinal());
+        let t = Instant::now();
+        lookahead::prefetch::prefetch_range(self.gpu, self.bytes(i)?, to, &self.stream)?;
+        self.sync()?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Seconds for the engine to prefetch region `i` as 2 MiB ranges.
+    fn range_prefetch(&self, i: usize) -> Result<f64> {
+        let r = self.bytes(i)?;
+        let piece = r.len / RANGE_PIECES as u64;
+        let pieces: Vec<ByteRange> = (0..RANGE_PIECES as u64)
+            .map(|k| ByteRange {
+                start: r.start + k * piece,
+                len: piece,
+            })
+            .collect();
+        let options = PrefetchOptions {
+            piece_bytes: piece,
+            ..PrefetchOptions::default()
+        };
+        let engine = PrefetchEngine::new(self.gpu, options)?;
+        let t = Instant::now();
+        engine
+            .prefetch(&pieces, Location::Device(self.gpu.ordinal()))?
+            .wait()?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Seconds to read region `i` over the interconnect (mapped, not migrated), and seconds
+    /// to set and clear the mapping advice.
+    fn remote_read(&mut self, i: usize) -> Result<(f64, f64)> {
+        let (r, to) = (self.bytes(i)?, Location::Device(self.gpu.ordinal()));
+        let t = Instant::now();
+        lookahead::advice::advise(self.gpu, r, Advice::SetAccessedBy(to))?;
+        let mut advice_s = t.elapsed().as_secs_f64();
+        let read_s = self.timed_read(i)?;
+        let t = Instant::now();
+        lookahead::advice::advise(self.gpu, r, Advice::UnsetAccessedBy(to))?;
+        advice_s += t.elapsed().as_secs_f64();
+        Ok((read_s, advice_s))
+    }
+
+    /// A host round trip: a 4-byte copy back and a synchronisation, best of five.
+    fn round_trip(&self) -> Result<f64> {
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let mut v = [0u32];
+            self.stream
+                .memcpy_dtoh(&self.sink.slice(0..1), &mut v)
+                .during("cuMemcpyDtoH")?;
+            self.sync()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(best)
+    }
+}
+
 /// GB/s the request path delivers to a kernel that waits: `request_and_sum` over 32 ranges
 /// of 2 MiB, each block asking for its range and waiting for it; 0 if any did not arrive.
 fn probe_requests(
     gpu: &Gpu,
     kernels: &UvmKernels,
-    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-    region: ByteRange,
+    stream: &Arc<CudaStream>,
+    region: &ManagedView<'_, u32>,
 ) -> Result<(f64, String)> {
     const N: usize = 32;
-    let piece = region.len / N as u64;
-    let ring = std::sync::Arc::new(crate::RequestRing::new(gpu, N as u32, N as u32)?);
+    let words = (region.len() / N) as u64;
+    let ring = Arc::new(crate::RequestRing::new(gpu, N as u32, N as u32)?);
     let service = crate::PrefetchService::start(ring.clone(), crate::ServiceConfig::default())?;
-    let ptrs: Vec<u64> = (0..N as u64).map(|i| region.start + i * piece).collect();
-    let lens = vec![piece; N];
-    let d = |call| move |source| Error::Driver { call, source };
-    let dptrs = stream.clone_htod(&ptrs).map_err(d("cuMemcpyHtoD"))?;
-    let dlens = stream.clone_htod(&lens).map_err(d("cuMemcpyHtoD"))?;
-    let sums = stream.alloc_zeros::<u32>(N).map_err(d("cuMemAlloc"))?;
-    let ready = stream.alloc_zeros::<u32>(N).map_err(d("cuMemAlloc"))?;
-    fn addr<T>(s: &cudarc::driver::CudaSlice<T>, stream: &cudarc::driver::CudaStream) -> u64 {
-        use cudarc::driver::DevicePtr;
-        let (p, _sync) = s.device_ptr(stream);
-        p
-    }
-    let (p, l) = (addr(&dptrs, stream), addr(&dlens, stream));
-    let (su, re) = (addr(&sums, stream), addr(&ready, stream));
-    stream.synchronize().map_err(d("cuStreamSynchronize"))?;
+    let ranges: Vec<WordRange> = (0..N as u64)
+        .map(|i| WordRange {
+            first: i * words,
+            words,
+        })
+        .collect();
+    let ranges = stream.clone_htod(&ranges).during("cuMemcpyHtoD")?;
+    let mut sums = stream.alloc_zeros::<u32>(N).during("cuMemAlloc")?;
+    let mut ready = stream.alloc_zeros::<u32>(N).during("cuMemAlloc")?;
+    stream.synchronize().during("cuStreamSynchronize")?;
     let t = Instant::now();
+    let queue = ring.queue(std::time::Duration::from_secs(1));
     kernels.request_and_sum(
-        stream,
-        ring.queue(std::time::Duration::from_secs(1)),
-        p,
-        l,
-        N as u32,
-        0,
-        su,
-        re,
-        N as u32,
+        stream, queue, region, &ranges, 0, &mut sums, &mut ready, N as u32,
     )?;
-    stream.synchronize().map_err(d("cuStreamSynchronize"))?;
+    stream.synchronize().during("cuStreamSynchronize")?;
     let seconds = t.elapsed().as_secs_f64();
     service.stop();
-    let codes = stream.clone_dtoh(&ready).map_err(d("cuMemcpyDtoH"))?;
+    let codes = stream.clone_dtoh(&ready).during("cuMemcpyDtoH")?;
     let count = |v| codes.iter().filter(|&&c| c == v).count();
     let outcome = format!(
         "{} of {N} arrived, {} went ahead, {} timed out, in {:.2} ms",
-        count(1),
-        count(2),
-        count(3),
+        count(ARRIVED),
+        count(WENT_AHEAD),
+        count(TIMED_OUT),
         seconds * 1e3
     );
-    let gbps = if count(1) == N {
-        region.len as f64 / seconds / 1e9
+    let bytes = region.len() as f64 * 4.0;
+    let gbps = if count(ARRIVED) == N {
+        bytes / seconds / 1e9
     } else {
         0.0
     };

@@ -1,14 +1,19 @@
 //! The request ring's memory and its consumer (the host half of
-//! [`lookahead_device::requests`]).
+//! [`lookahead_device::uvm::requests`]).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use std::marker::PhantomData;
+
 use cudarc::driver::sys;
+use lookahead::launch::{GpuMemory, HostMemory, KernelValue, MemorySpace};
 use lookahead::{Error, Gpu, Result};
-use lookahead_device::requests::{RequestQueue, RequestSlot, FALLBACK_BIT, MAX_GENERATION};
+use lookahead_device::uvm::requests::{
+    QueueSettings, RequestQueue, RequestSlot, RingMemory, FALLBACK_BIT, MAX_GENERATION,
+};
 
 /// One request as the host reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +40,14 @@ enum Backing {
     Host { _memory: Box<[AtomicU64]> },
 }
 
-/// A ring of GPU-to-host requests with `capacity` slots and `num_flags` ready flags.
+/// A ring of GPU-to-host requests with `capacity` slots and `num_flags` ready flags, in the
+/// memory of `M`: [`GpuMemory`] for kernels on a GPU ([`RequestRing::new`]), [`HostMemory`]
+/// for the emulator and host-thread producers ([`RequestRing::in_host_memory`]).
 ///
-/// The kernel side gets a [`RequestQueue`] from [`RequestRing::queue`]; the host side is
-/// drained by one consumer (normally a [`crate::PrefetchService`]).
-pub struct RequestRing {
+/// The kernel side gets a queue from [`RequestRing::queue`]; the host side is drained by one
+/// consumer (normally a [`crate::PrefetchService`]). Dropping a GPU ring waits for the work
+/// of its context first, so no kernel given one of its queues outlives it.
+pub struct RequestRing<M: MemorySpace = GpuMemory> {
     backing: Backing,
     slots: *mut RequestSlot,
     tail: *mut u32,
@@ -53,14 +61,68 @@ pub struct RequestRing {
     generation: AtomicU32,
     /// First generation whose arrivals still count as resident (0: none).
     resident_since: AtomicU32,
+    _space: PhantomData<M>,
+}
+
+/// One launch's queue of a [`RequestRing`], borrowing the ring: pass it where a kernel takes a
+/// [`RequestQueue`] (it is a [`KernelValue`] of one, in the ring's memory space only). Copy it
+/// to pass the same generation to several kernels of one search.
+#[derive(Debug)]
+pub struct RingQueue<'r, M: MemorySpace = GpuMemory> {
+    queue: RequestQueue,
+    _ring: PhantomData<&'r RequestRing<M>>,
+}
+
+impl<M: MemorySpace> Clone for RingQueue<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: MemorySpace> Copy for RingQueue<'_, M> {}
+
+impl<M: MemorySpace> RingQueue<'static, M> {
+    /// A queue of no ring, for kernels that take a queue but should not request anything:
+    /// every request falls back and nothing waits ([`RequestQueue::disabled`]).
+    pub fn disabled() -> Self {
+        RingQueue {
+            queue: RequestQueue::disabled(),
+            _ring: PhantomData,
+        }
+    }
+}
+
+impl<M: MemorySpace> RingQueue<'_, M> {
+    /// The generation this queue's requests and flags carry.
+    pub fn generation(&self) -> u32 {
+        self.queue.generation()
+    }
+}
+
+/// A host ring's queue is usable from host threads (producers that stand in for a kernel,
+/// in the protocol's tests): the borrow keeps the ring alive.
+impl std::ops::Deref for RingQueue<'_, HostMemory> {
+    type Target = RequestQueue;
+    fn deref(&self) -> &RequestQueue {
+        &self.queue
+    }
+}
+
+impl<M: MemorySpace> KernelValue<RequestQueue, M> for RingQueue<'_, M> {
+    fn bind<'b>(self, _args: &mut M::Args<'b>) -> RequestQueue
+    where
+        Self: 'b,
+    {
+        self.queue
+    }
 }
 
 // SAFETY: the raw pointers are owned by the ring and only accessed atomically or under
 // `next`'s lock; the CUDA allocations are usable from any thread.
-unsafe impl Send for RequestRing {}
-unsafe impl Sync for RequestRing {}
+unsafe impl<M: MemorySpace> Send for RequestRing<M> {}
+// SAFETY: as above.
+unsafe impl<M: MemorySpace> Sync for RequestRing<M> {}
 
-impl std::fmt::Debug for RequestRing {
+impl<M: MemorySpace> std::fmt::Debug for RequestRing<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestRing")
             .field("capacity", &self.capacity)
@@ -74,7 +136,7 @@ fn check(call: &'static str, r: sys::CUresult) -> Result<()> {
     r.result().map_err(|source| Error::Driver { call, source })
 }
 
-impl RequestRing {
+impl RequestRing<GpuMemory> {
     /// A ring for kernels on `gpu`: `capacity` slots (at least 1) in pinned host memory,
     /// `num_flags` ready flags in device memory.
     pub fn new(gpu: &Gpu, capacity: u32, num_flags: u32) -> Result<Self> {
@@ -134,9 +196,20 @@ impl RequestRing {
                 pinned,
                 device,
             },
+            _space: PhantomData,
         })
     }
 
+    /// The GPU the ring is for.
+    pub(crate) fn gpu(&self) -> &Gpu {
+        match &self.backing {
+            Backing::Cuda { gpu, .. } => gpu,
+            Backing::Host { .. } => unreachable!("a GPU ring has CUDA backing"),
+        }
+    }
+}
+
+impl RequestRing<HostMemory> {
     /// A ring entirely in host memory, for producers that are host threads: the protocol
     /// tests, and kernels run on the CPU.
     pub fn in_host_memory(capacity: u32, num_flags: u32) -> Self {
@@ -161,10 +234,27 @@ impl RequestRing {
                 generation: AtomicU32::new(0),
                 resident_since: AtomicU32::new(1),
                 backing: Backing::Host { _memory: words },
+                _space: PhantomData,
             }
         }
     }
 
+    /// Marks a request's range resident (or fallen back) from the host.
+    pub(crate) fn mark_host(&self, r: &Request, fallback: bool) {
+        if r.flag < self.num_flags {
+            let v = if fallback {
+                r.generation | FALLBACK_BIT
+            } else {
+                r.generation
+            };
+            // SAFETY: inside the host flag array.
+            unsafe { AtomicU32::from_ptr(self.ready.add(r.flag as usize)) }
+                .store(v, Ordering::Release);
+        }
+    }
+}
+
+impl<M: MemorySpace> RequestRing<M> {
     /// Whether the ring is in GPU-visible memory (from [`RequestRing::new`]).
     pub fn is_on_gpu(&self) -> bool {
         matches!(self.backing, Backing::Cuda { .. })
@@ -180,10 +270,25 @@ impl RequestRing {
         self.num_flags
     }
 
-    /// Starts a new generation (one per launch or batch) and returns the queue a kernel
-    /// takes as its argument. `wait` bounds how long a kernel waits for a range before it
-    /// reads through the fault path (`Duration::ZERO`: never wait).
-    pub fn queue(&self, wait: Duration) -> RequestQueue {
+    /// Starts a new generation (one per launch or batch) and returns the queue to pass where
+    /// a kernel takes a [`RequestQueue`]. `wait` bounds how long a kernel waits for a range
+    /// before it reads through the fault path (`Duration::ZERO`: never wait).
+    pub fn queue(&self, wait: Duration) -> RingQueue<'_, M> {
+        RingQueue {
+            // SAFETY: the queue borrows the ring, which outlives every kernel it is passed to
+            // (dropping a GPU ring waits for its context; emulated launches end before
+            // returning).
+            queue: unsafe { self.raw_queue(wait) },
+            _ring: PhantomData,
+        }
+    }
+
+    /// [`RequestRing::queue`] as the bare [`RequestQueue`], for producers that are host
+    /// threads (the protocol's tests).
+    ///
+    /// # Safety
+    /// The ring must outlive every use of the queue.
+    pub unsafe fn raw_queue(&self, wait: Duration) -> RequestQueue {
         let generation = self
             .generation
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |g| {
@@ -196,7 +301,7 @@ impl RequestRing {
             // compared with new ones, so forget what they say about residency.
             self.resident_since.store(1, Ordering::Release);
         }
-        RequestQueue {
+        let ring = RingMemory {
             slots: self.slots,
             tail: self.tail,
             head: self.head,
@@ -204,14 +309,18 @@ impl RequestRing {
             ready: self.ready,
             capacity: self.capacity,
             num_flags: self.num_flags,
+        };
+        let launch = QueueSettings {
             generation,
             // Each failed attempt means another producer claimed a slot; a whole grid of
             // producers can contend at once, so allow many before falling back.
             claim_attempts: 4096,
             wait_ns: wait.as_nanos().min(u64::MAX as u128) as u64,
             resident_since: self.resident_since.load(Ordering::Acquire),
-            reserved: 0,
-        }
+        };
+        // SAFETY: the ring's memory has the layout `RingMemory` describes (see `new` and
+        // `in_host_memory`); the caller keeps the ring alive while the queue is used.
+        unsafe { RequestQueue::from_raw_parts(ring, launch) }
     }
 
     /// Says that ranges which arrived by request before now may no longer be resident (the
@@ -274,22 +383,6 @@ impl RequestRing {
         unsafe { self.ready.add(flag as usize) as u64 }
     }
 
-    /// Marks a request's range resident (or fallen back) from the host, for host rings.
-    pub(crate) fn mark_host(&self, r: &Request, fallback: bool) {
-        if let Backing::Host { .. } = self.backing {
-            if r.flag < self.num_flags {
-                let v = if fallback {
-                    r.generation | FALLBACK_BIT
-                } else {
-                    r.generation
-                };
-                // SAFETY: inside the host flag array.
-                unsafe { AtomicU32::from_ptr(self.ready.add(r.flag as usize)) }
-                    .store(v, Ordering::Release);
-            }
-        }
-    }
-
     /// Reads one flag's current value (for tests and diagnostics).
     pub fn ready_value(&self, flag: u32) -> Result<u32> {
         if flag >= self.num_flags {
@@ -319,16 +412,9 @@ impl RequestRing {
             }
         }
     }
-
-    pub(crate) fn gpu(&self) -> Option<&Gpu> {
-        match &self.backing {
-            Backing::Cuda { gpu, .. } => Some(gpu),
-            Backing::Host { .. } => None,
-        }
-    }
 }
 
-impl Drop for RequestRing {
+impl<M: MemorySpace> Drop for RequestRing<M> {
     fn drop(&mut self) {
         if let Backing::Cuda {
             gpu,
@@ -337,8 +423,9 @@ impl Drop for RequestRing {
         } = &self.backing
         {
             let _ = gpu.bind_to_thread();
-            // SAFETY: allocated in `new`; no kernel may use the queue after the ring is
-            // dropped (the service holds an Arc to the ring while it runs).
+            // Kernels given a queue of this ring may still be running: wait for them.
+            let _ = gpu.context().synchronize();
+            // SAFETY: allocated in `new`, and no kernel uses the ring any more.
             unsafe {
                 let _ = sys::cuMemFree_v2(*device);
                 let _ = sys::cuMemFreeHost(*pinned);

@@ -4,16 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use lookahead::{Gpu, ManagedBuffer};
-use lookahead_uvm::{MachineProfile, PrefetchService, RequestRing, ServiceConfig, UvmKernels};
+use lookahead_uvm::{
+    MachineProfile, PrefetchService, RequestRing, ServiceConfig, UvmKernels, WordRange,
+};
 
 fn gpu() -> Gpu {
     Gpu::new(0).expect("these tests need a CUDA GPU")
-}
-
-fn ptr<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
-    s.device_ptr(stream).0
 }
 
 /// `ranges` ranges of `words` u32 each in one host-resident managed buffer, their CPU sums.
@@ -45,24 +42,23 @@ fn run_sums(
     words: usize,
 ) -> (Vec<u32>, Vec<u32>) {
     let stream = gpu.context().new_stream().unwrap();
-    let ptrs: Vec<u64> = (0..ranges)
-        .map(|r| buf.device_ptr() + (r * words * 4) as u64)
+    let spans: Vec<WordRange> = (0..ranges as u64)
+        .map(|r| WordRange {
+            first: r * words as u64,
+            words: words as u64,
+        })
         .collect();
-    let lens = vec![(words * 4) as u64; ranges];
-    let dp = stream.clone_htod(&ptrs).unwrap();
-    let dl = stream.clone_htod(&lens).unwrap();
-    let sums = stream.alloc_zeros::<u32>(ranges).unwrap();
-    let ready = stream.alloc_zeros::<u32>(ranges).unwrap();
-    let q = ring.queue(wait);
+    let spans = stream.clone_htod(&spans).unwrap();
+    let mut sums = stream.alloc_zeros::<u32>(ranges).unwrap();
+    let mut ready = stream.alloc_zeros::<u32>(ranges).unwrap();
     k.request_and_sum(
         &stream,
-        q,
-        ptr(&dp, &stream),
-        ptr(&dl, &stream),
-        ranges as u32,
+        ring.queue(wait),
+        buf,
+        &spans,
         1,
-        ptr(&sums, &stream),
-        ptr(&ready, &stream),
+        &mut sums,
+        &mut ready,
         64,
     )
     .unwrap();
@@ -228,23 +224,16 @@ fn pull_copy_moves_every_piece_over_the_mapping_and_counts_it() {
         (50_000, 70_000),
         (words as u64 - 4_097, 4_097),
     ];
-    let flat: Vec<u64> = pieces.iter().flat_map(|&(a, n)| [a, n]).collect();
-    let dp = stream.clone_htod(&flat).unwrap();
+    let spans: Vec<WordRange> = (pieces.iter())
+        .map(|&(first, words)| WordRange { first, words })
+        .collect();
+    let dp = stream.clone_htod(&spans).unwrap();
     let poison = 0xDEAD_BEEFu32;
-    let dst = stream.clone_htod(&vec![poison; words]).unwrap();
-    let next = stream.alloc_zeros::<u32>(1).unwrap();
-    let counters = stream.alloc_zeros::<u32>(pieces.len()).unwrap();
-    k.pull_copy(
-        &stream,
-        buf.device_ptr(),
-        ptr(&dst, &stream),
-        ptr(&dp, &stream),
-        pieces.len() as u32,
-        ptr(&next, &stream),
-        ptr(&counters, &stream),
-        2,
-    )
-    .unwrap();
+    let mut dst = stream.clone_htod(&vec![poison; words]).unwrap();
+    let mut next = stream.alloc_zeros::<u32>(1).unwrap();
+    let mut counters = stream.alloc_zeros::<u32>(pieces.len()).unwrap();
+    k.pull_copy(&stream, &buf, &mut dst, &dp, &mut next, &mut counters, 2)
+        .unwrap();
     stream.synchronize().unwrap();
     let got = stream.clone_dtoh(&dst).unwrap();
     let src = buf.as_slice().unwrap();

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lookahead_device::requests::{Readiness, RequestQueue, Requested, FALLBACK_BIT};
+use lookahead::launch::HostMemory;
+use lookahead_device::uvm::requests::{Readiness, RequestQueue, Requested, FALLBACK_BIT};
 use lookahead_uvm::{PrefetchService, RequestRing, ServiceConfig};
 
 fn config(threads: usize) -> ServiceConfig {
@@ -17,7 +18,7 @@ fn config(threads: usize) -> ServiceConfig {
 }
 
 /// Waits (bounded) until every flag in `flags` holds `gen` or `gen | FALLBACK_BIT`.
-fn settle(ring: &RequestRing, flags: std::ops::Range<u32>, gen: u32) -> Vec<u32> {
+fn settle(ring: &RequestRing<HostMemory>, flags: std::ops::Range<u32>, gen: u32) -> Vec<u32> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let values: Vec<u32> = flags
@@ -48,7 +49,7 @@ fn one_producer_wraps_around_a_small_ring_without_loss() {
         // cycles through its 4 slots 250 times.
         assert_ne!(q.wait_ready(flag), Readiness::TimedOut, "flag {flag}");
     }
-    let values = settle(&ring, 0..1000, q.generation);
+    let values = settle(&ring, 0..1000, q.generation());
     let report = service.stop();
     assert_eq!(
         queued, 1000,
@@ -59,10 +60,10 @@ fn one_producer_wraps_around_a_small_ring_without_loss() {
         "every queued request reached the host"
     );
     assert_eq!(report.completed, queued);
-    let arrived = values.iter().filter(|&&v| v == q.generation).count() as u64;
+    let arrived = values.iter().filter(|&&v| v == q.generation()).count() as u64;
     let fell_back = values
         .iter()
-        .filter(|&&v| v == q.generation | FALLBACK_BIT)
+        .filter(|&&v| v == q.generation() | FALLBACK_BIT)
         .count() as u64;
     assert_eq!(arrived, queued);
     assert_eq!(arrived + fell_back, 1000, "no request lost: {values:?}");
@@ -73,31 +74,35 @@ fn many_producers_lose_nothing_and_order_each_slot() {
     let ring = Arc::new(RequestRing::in_host_memory(16, 8 * 500));
     let service = PrefetchService::start_on_host(ring.clone(), config(2), Duration::ZERO).unwrap();
     let q = ring.queue(Duration::from_millis(500));
-    let producers: Vec<_> = (0..8u32)
-        .map(|t| {
-            std::thread::spawn(move || {
-                let mut queued = 0u64;
-                for i in 0..500u32 {
-                    let flag = t * 500 + i;
-                    if q.request(flag, (flag as usize * 64) as *const u8, 64) == Requested::Queued {
-                        queued += 1;
+    let queued: u64 = std::thread::scope(|scope| {
+        let producers: Vec<_> = (0..8u32)
+            .map(|t| {
+                scope.spawn(move || {
+                    let mut queued = 0u64;
+                    for i in 0..500u32 {
+                        let flag = t * 500 + i;
+                        if q.request(flag, (flag as usize * 64) as *const u8, 64)
+                            == Requested::Queued
+                        {
+                            queued += 1;
+                        }
+                        // Like a kernel: wait for what it asked for, bounded.
+                        let _ = q.wait_ready(flag);
                     }
-                    // Like a kernel: wait for what it asked for, bounded.
-                    let _ = q.wait_ready(flag);
-                }
-                queued
+                    queued
+                })
             })
-        })
-        .collect();
-    let queued: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
-    let values = settle(&ring, 0..4000, q.generation);
+            .collect();
+        producers.into_iter().map(|p| p.join().unwrap()).sum()
+    });
+    let values = settle(&ring, 0..4000, q.generation());
     let report = service.stop();
     assert_eq!(report.requests, queued);
     assert!(values
         .iter()
-        .all(|&v| v == q.generation || v == q.generation | FALLBACK_BIT));
+        .all(|&v| v == q.generation() || v == q.generation() | FALLBACK_BIT));
     assert_eq!(
-        values.iter().filter(|&&v| v == q.generation).count() as u64,
+        values.iter().filter(|&&v| v == q.generation()).count() as u64,
         queued
     );
 }
@@ -182,7 +187,10 @@ fn stopping_hands_out_what_is_left() {
     let report = service.stop();
     assert_eq!(report.requests, 32);
     assert_eq!(report.completed, 32);
-    assert_eq!(settle(&ring, 0..32, q.generation), vec![q.generation; 32]);
+    assert_eq!(
+        settle(&ring, 0..32, q.generation()),
+        vec![q.generation(); 32]
+    );
 }
 
 #[test]
@@ -196,7 +204,7 @@ fn duplicates_generations_and_disabled_queues() {
     );
     // A new generation needs no reset of the flags.
     let g2 = ring.queue(Duration::ZERO);
-    assert_ne!(g1.generation, g2.generation);
+    assert_ne!(g1.generation(), g2.generation());
     assert_eq!(g2.request(2, 0x10 as *const u8, 4), Requested::Queued);
     // Flags past the ring's count and a disabled queue fall back instead of failing.
     assert_eq!(g2.request(99, 0x10 as *const u8, 4), Requested::Fallback);
@@ -307,20 +315,22 @@ fn a_ring_that_cannot_fill_never_falls_back() {
         let service =
             PrefetchService::start_on_host(ring.clone(), config(4), Duration::ZERO).unwrap();
         let q = ring.queue(Duration::from_secs(5));
-        let producers: Vec<_> = (0..16u32)
-            .map(|t| {
-                std::thread::spawn(move || {
-                    (0..400u32)
-                        .filter(|i| {
-                            let flag = t * 400 + i;
-                            q.request(flag, (flag as usize * 64) as *const u8, 64)
-                                != Requested::Queued
-                        })
-                        .count()
+        let refused: usize = std::thread::scope(|scope| {
+            let producers: Vec<_> = (0..16u32)
+                .map(|t| {
+                    scope.spawn(move || {
+                        (0..400u32)
+                            .filter(|i| {
+                                let flag = t * 400 + i;
+                                q.request(flag, (flag as usize * 64) as *const u8, 64)
+                                    != Requested::Queued
+                            })
+                            .count()
+                    })
                 })
-            })
-            .collect();
-        let refused: usize = producers.into_iter().map(|p| p.join().unwrap()).sum();
+                .collect();
+            producers.into_iter().map(|p| p.join().unwrap()).sum()
+        });
         service.stop();
         assert_eq!(refused, 0, "round {round}: {refused} requests fell back");
     }

@@ -153,6 +153,23 @@ pub enum Error {
         #[source]
         source: DriverError,
     },
+    /// An operating-system operation failed (a thread, a file).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A call was given something it cannot use; `reason` says what and what to do instead.
+    #[error("{call}: {reason}")]
+    InvalidArgument {
+        /// The call.
+        call: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     /// A CUDA driver call failed.
     #[error("{call} failed: {source}")]
     Driver {
@@ -201,11 +218,31 @@ impl Error {
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Adds the name of the failed call to a driver error.
-pub(crate) trait DriverContext<T> {
+/// What a bare `?` on a cudarc call gives: [`Error::Driver`] with the call named generically.
+/// Name the call with [`DriverContext::during`] where it helps the reader.
+impl From<DriverError> for Error {
+    fn from(source: DriverError) -> Self {
+        Error::Driver {
+            call: "a CUDA driver call",
+            source,
+        }
+    }
+}
+
+/// Names the driver call behind a cudarc error, so programs mixing cudarc and Lookahead calls
+/// keep one error type:
+///
+/// ```no_run
+/// use lookahead::DriverContext;
+/// # fn f(gpu: &lookahead::Gpu) -> lookahead::Result<()> {
+/// let x = gpu.stream().clone_htod(&[1.0f32; 4]).during("cuMemcpyHtoD")?;
+/// # let _ = x; Ok(()) }
+/// ```
+pub trait DriverContext<T> {
     /// Wraps the error as [`Error::Driver`] naming `call`.
     fn during(self, call: &'static str) -> Result<T>;
-    /// Like [`DriverContext::during`], but maps out-of-memory to [`Error::OutOfMemory`].
+    /// Like [`DriverContext::during`], but maps out-of-memory to [`Error::OutOfMemory`]
+    /// (`requested` bytes).
     fn during_alloc(self, call: &'static str, requested: usize) -> Result<T>;
 }
 
@@ -262,6 +299,35 @@ mod tests {
                 requested: 1099511627776,
                 ..
             }
+        ));
+    }
+
+    #[test]
+    fn question_mark_on_a_cudarc_call_gives_a_driver_error() {
+        fn run() -> Result<()> {
+            Err(DriverError(sys::cudaError_enum::CUDA_ERROR_INVALID_VALUE))?
+        }
+        let e = run().unwrap_err();
+        assert_eq!(
+            e.driver_code(),
+            Some(sys::cudaError_enum::CUDA_ERROR_INVALID_VALUE)
+        );
+        assert!(matches!(
+            e,
+            Error::Driver {
+                call: "a CUDA driver call",
+                ..
+            }
+        ));
+        // (Displaying a driver error asks the driver for its text: not on a machine without.)
+        let named: Result<()> =
+            Err(DriverError(sys::cudaError_enum::CUDA_ERROR_INVALID_VALUE)).during("cuMemcpyHtoD");
+        assert!(matches!(
+            named,
+            Err(Error::Driver {
+                call: "cuMemcpyHtoD",
+                ..
+            })
         ));
     }
 

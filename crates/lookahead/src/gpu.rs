@@ -146,15 +146,8 @@ impl Gpu {
     /// `lookahead-builder` (`(compute capability, PTX)`, lowest first): the newest one not
     /// newer than the device.
     pub fn load_ptx(&self, modules: &[(u32, &str)]) -> Result<Module> {
-        let (arch, ptx) = modules
-            .iter()
-            .rev()
-            .find(|(arch, _)| *arch <= self.cc)
-            .ok_or_else(|| Error::NoPtxForDevice {
-                device_cc: self.cc,
-                built: modules.iter().map(|(a, _)| *a).collect(),
-            })?;
-        Module::load(&self.ctx, *arch, ptx)
+        let (arch, ptx) = crate::module::pick_ptx(modules, self.cc)?;
+        Module::load(&self.ctx, arch, ptx)
     }
 
     /// Waits for all work on the default stream.

@@ -33,7 +33,7 @@ pub mod vmm;
 pub use advice::{Advice, RangeAttributes};
 pub use capabilities::{Capabilities, Interconnect};
 pub use cudarc;
-pub use error::{Capability, Error, Result};
+pub use error::{Capability, DriverContext, Error, Result};
 pub use gpu::Gpu;
 pub use managed::{AllocOptions, Location, ManagedBuffer, ManagedView, ManagedViewMut};
 pub use module::Module;

@@ -21,6 +21,9 @@ use cudarc::driver::{
 
 use crate::error::{DriverContext, Error, Result};
 use crate::gpu::Gpu;
+use crate::launch::{
+    bind_read, bind_write, GpuArgs, GpuMemory, KernelSlice, KernelSliceMut, ManagedMemory,
+};
 use crate::range::{element_range, ByteRange};
 
 /// Bytes kept free for the driver and contexts when checking a managed allocation.
@@ -118,10 +121,11 @@ pub fn promised_managed_bytes(ordinal: usize) -> usize {
 /// A typed managed-memory allocation (`cuMemAllocManaged`, attached globally): one pointer
 /// valid on the host and on every GPU. Freed on drop.
 ///
-/// Kernels launched with the buffer (or a view) as a cudarc argument (`.arg(&buf)`) are
-/// tracked: host access through [`ManagedBuffer::as_slice`] waits for them. When you pass
-/// [`ManagedBuffer::device_ptr`] as a raw pointer instead, synchronize before touching the
-/// data on the host.
+/// A `#[kernel]` launcher takes `&buf` for a `&[T]` or `ManagedSlice<T>` parameter and
+/// `&mut buf` for a `&mut [T]` or `ManagedSliceMut<T>` one (so do cudarc launches,
+/// `.arg(&buf)`); such kernels are tracked: host access through [`ManagedBuffer::as_slice`]
+/// waits for them. When you pass [`ManagedBuffer::device_ptr`] as a raw address instead,
+/// synchronize before touching the data on the host.
 #[derive(Debug)]
 pub struct ManagedBuffer<T> {
     slice: UnifiedSlice<T>,
@@ -438,8 +442,45 @@ impl<'a, T> ManagedViewMut<'a, T> {
     }
 }
 
-// Kernel arguments: a buffer or view is passed as its device pointer, with cudarc's event
-// tracking of the underlying `UnifiedSlice`.
+// Kernel arguments of `#[kernel]` launchers: a buffer or view is bound through the cudarc
+// `UnifiedSlice` underneath, with its stream ordering.
+
+macro_rules! managed_arg {
+    ($([$($lt:lifetime)?] $ty:ty, $field:ident, $mutable:tt;)*) => {$(
+        // SAFETY: managed memory of `len()` elements, bound with cudarc's ordering.
+        unsafe impl<$($lt,)? T> KernelSlice<T, GpuMemory> for $ty {
+            fn kernel_len(&self) -> usize {
+                self.len()
+            }
+            fn bind<'a>(&'a self, args: &mut GpuArgs<'a>) -> u64 {
+                bind_read(&self.$field, args)
+            }
+        }
+        // SAFETY: `cuMemAllocManaged` memory.
+        unsafe impl<$($lt,)? T> ManagedMemory for $ty {}
+        managed_arg!(@mut $mutable [$($lt)?] $ty, $field);
+    )*};
+    (@mut yes [$($lt:lifetime)?] $ty:ty, $field:ident) => {
+        // SAFETY: as above, for writing.
+        unsafe impl<$($lt,)? T> KernelSliceMut<T, GpuMemory> for $ty {
+            fn kernel_len(&self) -> usize {
+                self.len()
+            }
+            fn bind_mut<'a>(&'a mut self, args: &mut GpuArgs<'a>) -> u64 {
+                bind_write(&mut self.$field, args)
+            }
+        }
+    };
+    (@mut no [$($lt:lifetime)?] $ty:ty, $field:ident) => {};
+}
+
+managed_arg! {
+    [] ManagedBuffer<T>, slice, yes;
+    ['c] ManagedView<'c, T>, inner, no;
+    ['c] ManagedViewMut<'c, T>, inner, yes;
+}
+
+// cudarc launches (`stream.launch_builder(..).arg(&buf)`): the same ordering through cudarc.
 
 // SAFETY: delegates to cudarc's impl for `&UnifiedSlice<T>`, which pushes a pointer to the
 // slice's device pointer, alive for 'b.

@@ -6,7 +6,22 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
-use crate::error::{DriverContext, Result};
+use crate::error::{DriverContext, Error, Result};
+
+/// The module of a PTX set built by `lookahead-builder` (`(compute capability, PTX)`, lowest
+/// first) that a device of compute capability `cc` (major * 10 + minor) runs best: the newest
+/// one not newer than the device. [`Error::NoPtxForDevice`] when every module is newer.
+pub fn pick_ptx<'p>(modules: &[(u32, &'p str)], cc: u32) -> Result<(u32, &'p str)> {
+    modules
+        .iter()
+        .rev()
+        .find(|(arch, _)| *arch <= cc)
+        .copied()
+        .ok_or_else(|| Error::NoPtxForDevice {
+            device_cc: cc,
+            built: modules.iter().map(|(a, _)| *a).collect(),
+        })
+}
 
 /// A PTX module loaded into a context; functions are looked up once and cached.
 #[derive(Debug, Clone)]
@@ -105,7 +120,17 @@ pub fn entry_names(ptx: &str) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::entry_names;
+    use super::{entry_names, pick_ptx};
+
+    #[test]
+    fn picks_the_newest_module_the_device_runs() {
+        let set = [(70, "a"), (80, "b"), (90, "c")];
+        assert_eq!(pick_ptx(&set, 90).unwrap(), (90, "c"));
+        assert_eq!(pick_ptx(&set, 89).unwrap(), (80, "b"));
+        assert_eq!(pick_ptx(&set, 120).unwrap(), (90, "c"));
+        let e = pick_ptx(&set, 61).unwrap_err().to_string();
+        assert!(e.contains("no PTX for compute capability 61"), "{e}");
+    }
 
     #[test]
     fn finds_every_entry_and_nothing_else() {

@@ -26,10 +26,10 @@
 
 use std::marker::PhantomData;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchArgs, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::error::{Error, Result};
-use crate::launch::{DeviceMemory, GpuMemory, KernelSlice, KernelSliceMut, ManagedMemory};
+use crate::launch::{DeviceMemory, GpuArgs, GpuMemory, KernelSlice, KernelSliceMut, ManagedMemory};
 use crate::managed::ManagedBuffer;
 
 fn check_prefix(len: usize, have: usize) -> Result<()> {
@@ -135,8 +135,8 @@ unsafe impl<T> KernelSlice<T, GpuMemory> for Untracked<'_, T> {
     fn kernel_len(&self) -> usize {
         self.len
     }
-    fn push_arg<'b>(&'b self, args: &mut LaunchArgs<'b>) {
-        args.arg(&self.ptr);
+    fn bind<'b>(&'b self, _args: &mut GpuArgs<'b>) -> u64 {
+        self.ptr
     }
 }
 // SAFETY: only constructed from cudarc device allocations.
@@ -147,8 +147,8 @@ unsafe impl<T> KernelSliceMut<T, GpuMemory> for UntrackedMut<'_, T> {
     fn kernel_len(&self) -> usize {
         self.len
     }
-    fn push_arg_mut<'b>(&'b mut self, args: &mut LaunchArgs<'b>) {
-        args.arg(&self.ptr);
+    fn bind_mut<'b>(&'b mut self, _args: &mut GpuArgs<'b>) -> u64 {
+        self.ptr
     }
 }
 // SAFETY: only constructed from cudarc device allocations.
@@ -159,8 +159,8 @@ unsafe impl<T> KernelSlice<T, GpuMemory> for UntrackedManaged<'_, T> {
     fn kernel_len(&self) -> usize {
         self.len
     }
-    fn push_arg<'b>(&'b self, args: &mut LaunchArgs<'b>) {
-        args.arg(&self.ptr);
+    fn bind<'b>(&'b self, _args: &mut GpuArgs<'b>) -> u64 {
+        self.ptr
     }
 }
 // SAFETY: only constructed from `ManagedBuffer`, which is `cuMemAllocManaged` memory.

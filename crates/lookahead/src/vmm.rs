@@ -17,6 +17,7 @@ use cudarc::driver::{sys, DeviceRepr, LaunchArgs, PushKernelArg, ValidAsZeroBits
 
 use crate::error::{check, Capability, DriverContext, Error, Result};
 use crate::gpu::Gpu;
+use crate::launch::{DeviceMemory, GpuArgs, GpuMemory, KernelSlice, KernelSliceMut};
 
 /// What a grow did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -564,6 +565,33 @@ impl<T> Drop for GrowableVec<T> {
         }
     }
 }
+
+// Kernel arguments. The vector synchronizes its context before it unmaps or remaps memory
+// (on drop and on a remapping grow), so a kernel queued with its address never outlives the
+// mapping; host writes are synchronous.
+
+// SAFETY: `len` elements of mapped device memory at `base`, kept mapped as said above.
+unsafe impl<T> KernelSlice<T, GpuMemory> for GrowableVec<T> {
+    fn kernel_len(&self) -> usize {
+        self.len
+    }
+    fn bind<'a>(&'a self, _args: &mut GpuArgs<'a>) -> u64 {
+        self.base
+    }
+}
+
+// SAFETY: as above; `&mut self` excludes host access during the borrow.
+unsafe impl<T> KernelSliceMut<T, GpuMemory> for GrowableVec<T> {
+    fn kernel_len(&self) -> usize {
+        self.len
+    }
+    fn bind_mut<'a>(&'a mut self, _args: &mut GpuArgs<'a>) -> u64 {
+        self.base
+    }
+}
+
+// SAFETY: `cuMemCreate` device memory.
+unsafe impl<T> DeviceMemory for GrowableVec<T> {}
 
 // SAFETY: pushes a pointer to the vector's base address (a u64 alive for 'b); the kernel
 // receives the device pointer by value.

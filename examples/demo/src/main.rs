@@ -8,13 +8,12 @@
 //! `cargo run --release -p lookahead-demo --bin demo [-- --n 16777216] [--emulator]`
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
-use cudarc::driver::{CudaSlice, CudaStream, UnifiedSlice};
+use cudarc::driver::CudaSlice;
 use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
-use lookahead::{Error, Gpu};
+use lookahead::{DriverContext, Error, Gpu, ManagedBuffer};
 use rand::{Rng, SeedableRng};
 
 #[derive(Parser)]
@@ -41,7 +40,7 @@ enum Device {
 /// emulator.
 enum Buffer {
     Device(CudaSlice<f32>),
-    Managed(UnifiedSlice<f32>),
+    Managed(ManagedBuffer<f32>),
     Host(Vec<f32>),
 }
 
@@ -80,38 +79,23 @@ impl Buffer {
             Device::Gpu(g) => g,
             Device::Emulator(_) => return Ok(Buffer::Host(data.to_vec())),
         };
-        let during = |call| move |source| Error::Driver { call, source };
         if memory == "managed" {
-            // SAFETY: f32 is valid for any bit pattern; filled right below.
-            let mut buf = unsafe { gpu.context().alloc_unified::<f32>(data.len(), true) }
-                .map_err(during("cuMemAllocManaged"))?;
-            buf.as_mut_slice()
-                .map_err(during("host access"))?
-                .copy_from_slice(data);
-            Ok(Buffer::Managed(buf))
+            // Written by the CPU, so every page starts on the host.
+            Ok(Buffer::Managed(ManagedBuffer::from_slice(gpu, data)?))
         } else {
             Ok(Buffer::Device(
-                gpu.stream()
-                    .clone_htod(data)
-                    .map_err(during("cuMemcpyHtoD"))?,
+                gpu.stream().clone_htod(data).during("cuMemcpyHtoD")?,
             ))
         }
     }
 
     fn read(&self, dev: &Device) -> Result<Vec<f32>, Error> {
-        let stream: &Arc<CudaStream> = match (dev, self) {
-            (_, Buffer::Host(h)) => return Ok(h.clone()),
-            (Device::Gpu(g), _) => g.stream(),
+        dev.synchronize()?;
+        match (dev, self) {
+            (_, Buffer::Host(h)) => Ok(h.clone()),
+            (Device::Gpu(g), Buffer::Device(d)) => Ok(g.stream().clone_dtoh(d)?),
+            (Device::Gpu(_), Buffer::Managed(m)) => m.to_vec(),
             (Device::Emulator(_), _) => unreachable!("the emulator uses host memory"),
-        };
-        let during = |call| move |source| Error::Driver { call, source };
-        stream
-            .synchronize()
-            .map_err(during("cuStreamSynchronize"))?;
-        match self {
-            Buffer::Device(d) => stream.clone_dtoh(d).map_err(during("cuMemcpyDtoH")),
-            Buffer::Managed(m) => Ok(m.as_slice().map_err(during("host access"))?.to_vec()),
-            Buffer::Host(_) => unreachable!("handled above"),
         }
     }
 }

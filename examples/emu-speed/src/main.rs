@@ -113,7 +113,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 &lists,
                 &queries,
                 params,
-                lookahead_device::requests::RequestQueue::disabled(),
+                lookahead_uvm::RingQueue::disabled(),
             )?;
             floats = r.scanned_floats;
             if rep > 0 {

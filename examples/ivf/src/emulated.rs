@@ -4,11 +4,14 @@
 
 use std::time::Instant;
 
-use ivf_kernels::{HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS};
+use ivf_kernels::{
+    BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs, WorkPlanArgs,
+    HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS,
+};
 use lookahead::emu::Emulator;
-use lookahead::launch::LaunchConfig;
+use lookahead::launch::{HostMemory, LaunchConfig};
 use lookahead::Result;
-use lookahead_device::requests::RequestQueue;
+use lookahead_uvm::RingQueue;
 
 use crate::data::Vectors;
 use crate::index::IvfLayout;
@@ -74,166 +77,280 @@ impl Default for EmulatedParams {
 }
 
 /// Searches `queries` over the list-major vectors `lists` of `layout`, every kernel running
-/// on `emu`, asking `queue` for the probed lists (pass [`RequestQueue::disabled`] for none;
-/// a host ring from `lookahead_uvm::RequestRing::in_host_memory` exercises the protocol).
+/// on `emu`, asking `queue` for the probed lists (`RingQueue::disabled()` for none; a queue
+/// of a host ring from `lookahead_uvm::RequestRing::in_host_memory` exercises the protocol).
 pub fn search(
     emu: &Emulator,
     layout: &IvfLayout,
     lists: &[f32],
     queries: &Vectors,
     params: EmulatedParams,
-    queue: RequestQueue,
+    queue: RingQueue<'_, HostMemory>,
 ) -> Result<EmulatedSearch> {
-    let dim = layout.dim;
-    let nq = queries.len();
     let nlist = layout.nlist();
     let nprobe = params.nprobe.clamp(1, MAX_NPROBE.min(nlist));
-    let pairs = nq * nprobe;
+    let pairs = queries.len() * nprobe;
     let max_len = (0..nlist).map(|l| layout.list_len(l)).max().unwrap_or(0);
-    let items_cap = ivf_kernels::max_items(pairs, max_len, params.chunk_rows);
-
-    // Outputs start poisoned, so a slot the kernels forget shows up.
-    let mut probes = vec![u32::MAX; pairs];
-    ivf_kernels::coarse::launch(
+    let inp = Inputs {
         emu,
-        ivf_kernels::coarse_config(nq),
-        &queries.data,
-        &layout.centroids_transposed(),
-        dim as u32,
-        nlist as u32,
-        nprobe as u32,
-        &mut probes,
-    )?;
-    let mut counts = vec![u32::MAX; nlist];
-    let mut slots = vec![u32::MAX; pairs];
-    let mut probed = vec![u32::MAX; nlist];
-    let mut wanted = vec![u32::MAX; nlist];
-    let mut list_item_off = vec![u32::MAX; nlist];
-    let mut pair_cand_off = vec![u32::MAX; pairs + 1];
-    let mut item_pair = vec![u32::MAX; items_cap];
-    let mut item_chunk = vec![u32::MAX; items_cap];
-    let mut totals = vec![0u32; 4];
-    let mut copied = vec![0u32; nlist.max(1)];
-    let mut copy_first = vec![u32::MAX; nlist + 1];
-    ivf_kernels::plan::launch(
-        emu,
-        LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1)),
-        &probes,
-        &layout.offsets,
+        layout,
         lists,
-        dim as u32,
-        params.chunk_rows,
-        queue,
-        params.pull as u32,
-        &mut copied,
-        &mut copy_first,
-        &mut counts,
-        &mut slots,
-        &mut probed,
-        &mut wanted,
-        &mut list_item_off,
-        &mut pair_cand_off,
-        &mut item_pair,
-        &mut item_chunk,
-        &mut totals,
-    )?;
-    let probed_lists = totals[0] as usize;
-    let items = totals[1] as usize;
-    let scanned_floats = probed[..probed_lists]
-        .iter()
-        .map(|&l| counts[l as usize] as u64 * layout.list_len(l as usize) as u64 * dim as u64)
-        .sum();
-
-    let mut cand_d = vec![f32::NAN; items_cap * K];
-    let mut cand_i = vec![0u32; items_cap * K];
-    let mut readiness = vec![0u32; nlist.max(1)];
+        queries,
+        params,
+        nprobe,
+    };
+    let items_cap = ivf_kernels::max_items(pairs, max_len, params.chunk_rows);
+    let mut plan = Plan::poisoned(nlist, pairs, items_cap);
+    plan.probes = inp.coarse()?;
+    inp.run_plan(&mut plan, queue)?;
+    let mut cands = Cands::poisoned(nlist, items_cap);
     let started = Instant::now();
-    let grid = LaunchConfig::new((params.scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
-    let (mut from_cache, mut cache_matches) = (0, true);
-    if params.pull {
-        let mut cache = vec![f32::NAN; lists.len()];
-        let mut work = vec![0u64; ivf_kernels::PULL_WORK_WORDS];
-        ivf_kernels::pull_scan::launch(
-            emu,
-            grid,
-            lists,
-            &mut cache,
-            &mut copied,
-            &wanted,
-            &copy_first,
-            &layout.offsets,
-            &layout.ids,
-            &queries.data,
-            &probes,
-            &item_pair,
-            &item_chunk,
-            &totals,
-            &pair_cand_off,
-            dim as u32,
-            nprobe as u32,
-            params.chunk_rows,
-            params.copy_every,
-            60_000_000,
-            &mut work,
-            &mut readiness,
-            &mut cand_d,
-            &mut cand_i,
-        )?;
-        from_cache = probed[..probed_lists]
-            .iter()
-            .filter(|&&l| readiness[l as usize] == ivf_kernels::READY_ARRIVED)
-            .count();
-        cache_matches = wanted[..totals[2] as usize].iter().all(|&l| {
-            let r = layout.offsets[l as usize] as usize * dim
-                ..layout.offsets[l as usize + 1] as usize * dim;
-            cache[r.clone()] == lists[r]
-        });
+    let (from_cache, cache_matches) = if params.pull {
+        inp.pull_scan(&mut plan, &mut cands)?
     } else {
-        ivf_kernels::scan::launch(
-            emu,
-            grid,
-            lists,
-            &layout.offsets,
-            &layout.ids,
-            &queries.data,
-            &probes,
-            &item_pair,
-            &item_chunk,
-            &totals,
-            &pair_cand_off,
-            dim as u32,
-            nprobe as u32,
-            params.chunk_rows,
-            if params.hints { HINT_L2 } else { HINT_NONE },
-            queue,
-            &mut readiness,
-            &mut cand_d,
-            &mut cand_i,
-        )?;
-    }
+        inp.scan(&plan, &mut cands, queue)?;
+        (0, true)
+    };
     let scan_seconds = started.elapsed().as_secs_f64();
-    let mut dist = vec![f32::NAN; nq * K];
-    let mut ids = vec![0xFFFF_FFFEu32; nq * K];
-    ivf_kernels::merge::launch(
-        emu,
-        LaunchConfig::for_len(nq * 32, SCAN_THREADS),
-        &cand_d,
-        &cand_i,
-        &pair_cand_off,
-        nprobe as u32,
-        &mut dist,
-        &mut ids,
-    )?;
-    Ok(EmulatedSearch {
-        dist,
-        ids,
-        probed_lists,
-        wanted: wanted[..totals[2] as usize].to_vec(),
-        from_cache,
-        cache_matches,
-        probed: probed[..probed_lists].to_vec(),
-        items,
-        scanned_floats,
-        scan_seconds,
-    })
+    let (dist, ids) = inp.merge(&plan, &cands)?;
+    Ok(inp.result(&plan, dist, ids, from_cache, cache_matches, scan_seconds))
+}
+
+/// The plan's arrays, starting poisoned, so a slot the kernels forget shows up.
+struct Plan {
+    probes: Vec<u32>,
+    counts: Vec<u32>,
+    slots: Vec<u32>,
+    probed: Vec<u32>,
+    wanted: Vec<u32>,
+    list_item_off: Vec<u32>,
+    pair_cand_off: Vec<u32>,
+    item_pair: Vec<u32>,
+    item_chunk: Vec<u32>,
+    totals: Vec<u32>,
+    copied: Vec<u32>,
+    copy_first: Vec<u32>,
+}
+
+impl Plan {
+    fn poisoned(nlist: usize, pairs: usize, items: usize) -> Self {
+        Plan {
+            probes: vec![u32::MAX; pairs],
+            counts: vec![u32::MAX; nlist],
+            slots: vec![u32::MAX; pairs],
+            probed: vec![u32::MAX; nlist],
+            wanted: vec![u32::MAX; nlist],
+            list_item_off: vec![u32::MAX; nlist],
+            pair_cand_off: vec![u32::MAX; pairs + 1],
+            item_pair: vec![u32::MAX; items],
+            item_chunk: vec![u32::MAX; items],
+            totals: vec![0u32; 4],
+            copied: vec![0u32; nlist.max(1)],
+            copy_first: vec![u32::MAX; nlist + 1],
+        }
+    }
+}
+
+/// A scan's outputs.
+struct Cands {
+    readiness: Vec<u32>,
+    dist: Vec<f32>,
+    ids: Vec<u32>,
+}
+
+impl Cands {
+    fn poisoned(nlist: usize, items: usize) -> Self {
+        Cands {
+            readiness: vec![0u32; nlist.max(1)],
+            dist: vec![f32::NAN; items * K],
+            ids: vec![0u32; items * K],
+        }
+    }
+}
+
+/// One emulated search's inputs.
+struct Inputs<'a> {
+    emu: &'a Emulator,
+    layout: &'a IvfLayout,
+    lists: &'a [f32],
+    queries: &'a Vectors,
+    params: EmulatedParams,
+    nprobe: usize,
+}
+
+impl Inputs<'_> {
+    fn index(&self) -> IndexArgs<'_, HostMemory> {
+        IndexArgs {
+            vectors: &self.lists,
+            offsets: &self.layout.offsets,
+            ids: &self.layout.ids,
+            dim: self.layout.dim as u32,
+            chunk_rows: self.params.chunk_rows,
+        }
+    }
+
+    fn coarse(&self) -> Result<Vec<u32>> {
+        let mut probes = vec![u32::MAX; self.queries.len() * self.nprobe];
+        ivf_kernels::coarse::launch(
+            self.emu,
+            ivf_kernels::coarse_config(self.queries.len()),
+            &self.queries.data,
+            &self.layout.centroids_transposed(),
+            self.layout.dim as u32,
+            self.layout.nlist() as u32,
+            self.nprobe as u32,
+            &mut probes,
+        )?;
+        Ok(probes)
+    }
+
+    fn run_plan(&self, p: &mut Plan, queue: RingQueue<'_, HostMemory>) -> Result<()> {
+        ivf_kernels::plan::launch(
+            self.emu,
+            LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1)),
+            &p.probes,
+            self.index(),
+            queue,
+            self.params.pull as u32,
+            PullPlanArgs {
+                copied: &mut p.copied,
+                copy_first: &mut p.copy_first,
+            },
+            PlanOutArgs {
+                counts: &mut p.counts,
+                slots: &mut p.slots,
+                probed: &mut p.probed,
+                wanted: &mut p.wanted,
+                list_item_off: &mut p.list_item_off,
+                pair_cand_off: &mut p.pair_cand_off,
+                item_pair: &mut p.item_pair,
+                item_chunk: &mut p.item_chunk,
+                totals: &mut p.totals,
+            },
+        )
+    }
+
+    fn batch<'p>(&'p self, p: &'p Plan, hints: u32) -> BatchArgs<'p, HostMemory> {
+        BatchArgs {
+            queries: &self.queries.data,
+            probes: &p.probes,
+            nprobe: self.nprobe as u32,
+            hints,
+        }
+    }
+
+    fn grid(&self) -> LaunchConfig {
+        LaunchConfig::new((self.params.scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1))
+    }
+
+    fn scan(&self, p: &Plan, c: &mut Cands, queue: RingQueue<'_, HostMemory>) -> Result<()> {
+        let hints = if self.params.hints {
+            HINT_L2
+        } else {
+            HINT_NONE
+        };
+        let out = CandidatesArgs {
+            readiness: &mut c.readiness,
+            dist: &mut c.dist,
+            ids: &mut c.ids,
+        };
+        let (index, batch) = (self.index(), self.batch(p, hints));
+        ivf_kernels::scan::launch(self.emu, self.grid(), index, batch, work(p), queue, out)
+    }
+
+    /// `pull_scan` with a fresh cache; returns how many probed lists came from the cache and
+    /// whether the cache holds exactly the lists' data at every copied list.
+    fn pull_scan(&self, p: &mut Plan, c: &mut Cands) -> Result<(usize, bool)> {
+        let mut cache = vec![f32::NAN; self.lists.len()];
+        let mut work_words = vec![0u64; ivf_kernels::PULL_WORK_WORDS];
+        let mut copied = std::mem::take(&mut p.copied);
+        ivf_kernels::pull_scan::launch(
+            self.emu,
+            self.grid(),
+            self.index(),
+            self.batch(p, HINT_NONE),
+            work(p),
+            PullArgs {
+                cache: &mut cache,
+                copied: &mut copied,
+                wanted: &p.wanted,
+                copy_first: &p.copy_first,
+                work: &mut work_words,
+                copy_every: self.params.copy_every,
+                wait_us: 60_000_000,
+            },
+            CandidatesArgs {
+                readiness: &mut c.readiness,
+                dist: &mut c.dist,
+                ids: &mut c.ids,
+            },
+        )?;
+        p.copied = copied;
+        let probed = &p.probed[..p.totals[0] as usize];
+        let from_cache = (probed.iter())
+            .filter(|&&l| c.readiness[l as usize] == ivf_kernels::READY_ARRIVED)
+            .count();
+        let (offsets, dim) = (&self.layout.offsets, self.layout.dim);
+        let matches = p.wanted[..p.totals[2] as usize].iter().all(|&l| {
+            let r = offsets[l as usize] as usize * dim..offsets[l as usize + 1] as usize * dim;
+            cache[r.clone()] == self.lists[r]
+        });
+        Ok((from_cache, matches))
+    }
+
+    fn merge(&self, p: &Plan, c: &Cands) -> Result<(Vec<f32>, Vec<u32>)> {
+        let nq = self.queries.len();
+        let mut dist = vec![f32::NAN; nq * K];
+        let mut ids = vec![0xFFFF_FFFEu32; nq * K];
+        ivf_kernels::merge::launch(
+            self.emu,
+            LaunchConfig::for_len(nq * 32, SCAN_THREADS),
+            &c.dist,
+            &c.ids,
+            &p.pair_cand_off,
+            self.nprobe as u32,
+            &mut dist,
+            &mut ids,
+        )?;
+        Ok((dist, ids))
+    }
+
+    fn result(
+        &self,
+        p: &Plan,
+        dist: Vec<f32>,
+        ids: Vec<u32>,
+        from_cache: usize,
+        cache_matches: bool,
+        scan_seconds: f64,
+    ) -> EmulatedSearch {
+        let probed_lists = p.totals[0] as usize;
+        let probed = &p.probed[..probed_lists];
+        let dim = self.layout.dim as u64;
+        let scanned_floats = (probed.iter())
+            .map(|&l| p.counts[l as usize] as u64 * self.layout.list_len(l as usize) as u64 * dim)
+            .sum();
+        EmulatedSearch {
+            dist,
+            ids,
+            probed_lists,
+            wanted: p.wanted[..p.totals[2] as usize].to_vec(),
+            from_cache,
+            cache_matches,
+            probed: probed.to_vec(),
+            items: p.totals[1] as usize,
+            scanned_floats,
+            scan_seconds,
+        }
+    }
+}
+
+/// The plan's work items, as the scans read them.
+fn work(p: &Plan) -> WorkPlanArgs<'_, HostMemory> {
+    WorkPlanArgs {
+        item_pair: &p.item_pair,
+        item_chunk: &p.item_chunk,
+        totals: &p.totals,
+        pair_cand_off: &p.pair_cand_off,
+    }
 }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lookahead::emu::{Emulator, Instruction};
-use lookahead_device::requests::RequestQueue;
 use lookahead_ivf::cpu;
 use lookahead_ivf::data::{Clusters, Vectors};
 use lookahead_ivf::emulated::{self, EmulatedParams, EmulatedSearch};
 use lookahead_ivf::index::IvfLayout;
+use lookahead_uvm::RingQueue;
 use lookahead_uvm::{PrefetchService, RequestRing, ServiceConfig};
 
 struct Fixture {
@@ -64,7 +64,7 @@ fn without_queue(emu: &Emulator, f: &Fixture, params: EmulatedParams) -> Emulate
         &f.lists,
         &f.queries,
         params,
-        RequestQueue::disabled(),
+        RingQueue::disabled(),
     )
     .unwrap()
 }
@@ -265,7 +265,7 @@ fn pulled_lists_give_the_same_answer() {
         if dim == 128 {
             assert!(
                 nonempty.iter().any(|&l| f.layout.list_bytes(l as usize)
-                    > lookahead_device::pull::CHUNK_BYTES as u64),
+                    > lookahead_device::uvm::pull::CHUNK_BYTES as u64),
                 "a list of several copy chunks"
             );
         }
@@ -283,7 +283,7 @@ fn pulled_lists_give_the_same_answer() {
                 &f.lists,
                 &f.queries,
                 params,
-                RequestQueue::disabled(),
+                RingQueue::disabled(),
             )
             .unwrap();
             assert_eq!(got.ids, base.ids, "{what}");

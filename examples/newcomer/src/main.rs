@@ -13,10 +13,9 @@
 use std::error::Error as StdError;
 use std::process::ExitCode;
 
-use cudarc::driver::UnifiedSlice;
 use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
-use lookahead::{Error, Gpu};
+use lookahead::{DriverContext, Error, Gpu, ManagedBuffer};
 use newcomer_kernels::{histogram, moving_average, BINS};
 use rand::{Rng, SeedableRng};
 
@@ -112,57 +111,37 @@ fn configs(n: usize) -> (LaunchConfig, LaunchConfig) {
     )
 }
 
-/// Attaches the CUDA call's name to a cudarc error.
-fn during<E: StdError>(call: &'static str) -> impl Fn(E) -> Box<dyn StdError> {
-    move |e| format!("{call}: {e}").into()
-}
-
-fn run_device_memory(gpu: &Gpu, inp: &Inputs) -> Result<Outputs> {
+fn run_device_memory(gpu: &Gpu, inp: &Inputs) -> lookahead::Result<Outputs> {
     let n = inp.x.len();
     let (avg_cfg, hist_cfg) = configs(n);
     let s = gpu.stream();
-    let x = s.clone_htod(&inp.x).map_err(during("cuMemcpyHtoD"))?;
-    let mut y = s
-        .clone_htod(&vec![f32::NAN; n])
-        .map_err(during("cuMemcpyHtoD"))?;
-    let data = s.clone_htod(&inp.data).map_err(during("cuMemcpyHtoD"))?;
-    let mut bins = s.clone_htod(&inp.start).map_err(during("cuMemcpyHtoD"))?;
+    let x = s.clone_htod(&inp.x).during("cuMemcpyHtoD")?;
+    let mut y = s.clone_htod(&vec![f32::NAN; n]).during("cuMemcpyHtoD")?;
+    let data = s.clone_htod(&inp.data).during("cuMemcpyHtoD")?;
+    let mut bins = s.clone_htod(&inp.start).during("cuMemcpyHtoD")?;
     moving_average::launch(gpu, avg_cfg, inp.radius, &x, &mut y)?;
     histogram::launch(gpu, hist_cfg, &data, &mut bins)?;
     gpu.synchronize()?;
     Ok(Outputs {
-        y: s.clone_dtoh(&y).map_err(during("cuMemcpyDtoH"))?,
-        bins: s.clone_dtoh(&bins).map_err(during("cuMemcpyDtoH"))?,
+        y: s.clone_dtoh(&y).during("cuMemcpyDtoH")?,
+        bins: s.clone_dtoh(&bins).during("cuMemcpyDtoH")?,
     })
 }
 
-/// A managed (Unified Memory) copy of `host`.
-fn managed<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy>(
-    gpu: &Gpu,
-    host: &[T],
-) -> Result<UnifiedSlice<T>> {
-    // SAFETY: the allocation is fully written right below, before any use.
-    let mut m = unsafe { gpu.context().alloc_unified::<T>(host.len(), true) }
-        .map_err(during("cuMemAllocManaged"))?;
-    m.as_mut_slice()
-        .map_err(during("host access to managed memory"))?
-        .copy_from_slice(host);
-    Ok(m)
-}
-
-fn run_managed_memory(gpu: &Gpu, inp: &Inputs) -> Result<Outputs> {
+fn run_managed_memory(gpu: &Gpu, inp: &Inputs) -> lookahead::Result<Outputs> {
     let n = inp.x.len();
     let (avg_cfg, hist_cfg) = configs(n);
-    let x = managed(gpu, &inp.x)?;
-    let mut y = managed(gpu, &vec![f32::NAN; n])?;
-    let data = managed(gpu, &inp.data)?;
-    let mut bins = managed(gpu, &inp.start)?;
+    // Written by the CPU: every page starts on the host.
+    let x = ManagedBuffer::from_slice(gpu, &inp.x)?;
+    let mut y = ManagedBuffer::from_slice(gpu, &vec![f32::NAN; n])?;
+    let data = ManagedBuffer::from_slice(gpu, &inp.data)?;
+    let mut bins = ManagedBuffer::from_slice(gpu, &inp.start)?;
     moving_average::launch(gpu, avg_cfg, inp.radius, &x, &mut y)?;
     histogram::launch(gpu, hist_cfg, &data, &mut bins)?;
-    gpu.synchronize()?;
+    // `to_vec` waits for the kernels that use the buffer.
     Ok(Outputs {
-        y: y.as_slice().map_err(during("host access"))?.to_vec(),
-        bins: bins.as_slice().map_err(during("host access"))?.to_vec(),
+        y: y.to_vec()?,
+        bins: bins.to_vec()?,
     })
 }
 
@@ -281,7 +260,7 @@ fn run() -> Result<bool> {
             );
             let n = args.n.unwrap_or((1 << 22) + 3);
             println!("n = {n}, seed = {seed}");
-            type Run = fn(&Gpu, &Inputs) -> Result<Outputs>;
+            type Run = fn(&Gpu, &Inputs) -> lookahead::Result<Outputs>;
             let runs: [(&str, Run); 2] = [
                 ("device", run_device_memory),
                 ("managed", run_managed_memory),

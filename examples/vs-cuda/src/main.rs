@@ -1147,7 +1147,7 @@ fn run(gpu: &Gpu, args: &Args) -> Res<bool> {
     let cc = gpu.compute_capability();
     let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let (dmaj, dmin) = gpu.driver_version()?;
-    let (rust_arch, rust_ptx) = vs_cuda_kernels::ptx_for(cc).ok_or("no PTX for this GPU")?;
+    let (rust_arch, rust_ptx) = lookahead::module::pick_ptx(vs_cuda_kernels::PTX, cc)?;
     let rust = gpu.load_ptx(vs_cuda_kernels::PTX)?;
 
     // The CUDA twins, compiled now for the same architecture at -O3.

@@ -13,8 +13,7 @@
 pub static PTX: &[(u32, &str)] = &[];
 
 use lookahead_device::prelude::*;
-use lookahead_device::requests::RequestQueue;
-use lookahead_device::{device_fn, kernel};
+use lookahead_device::uvm::requests::RequestQueue;
 
 /// Kernel names, as the PTX tests expect them on every architecture.
 pub const KERNELS: &[&str] = &[
@@ -43,6 +42,8 @@ pub const KERNELS: &[&str] = &[
     "intr_shared",
     "intr_prefetch_direct",
     "intr_bounds",
+    "user_chase",
+    "user_axpy",
 ];
 
 #[kernel(same_len(x, y))]
@@ -397,4 +398,115 @@ pub fn bug_missing_barrier(x: &[f32], y: &mut [f32]) {
     if i < y.len() {
         y[i] = left;
     }
+}
+
+/// A node of a linked structure: the index of the next node and a value.
+#[derive(Debug, Clone, Copy, PartialEq, DeviceCopy)]
+#[repr(C)]
+pub struct Node {
+    /// Index of the next node.
+    pub next: u32,
+    /// The node's value.
+    pub value: f32,
+}
+
+/// How [`user_chase`] walks: how many links, and what to scale the sum by.
+#[derive(Debug, Clone, Copy, PartialEq, DeviceCopy)]
+#[repr(C)]
+pub struct Walk {
+    /// Links to follow.
+    pub steps: u32,
+    /// Factor applied to each chain's sum.
+    pub scale: f32,
+}
+
+/// Thread `t` follows `walk.steps` links from node `starts[t]`, summing the values it visits
+/// (the start's included), and writes the sum times `walk.scale` to `sums[t]`. A slice of the
+/// user's own struct and a struct by value.
+#[kernel(same_len(starts, sums))]
+pub fn user_chase(nodes: &[Node], starts: &[u32], walk: Walk, sums: &mut [f32]) {
+    let t = global_index_x();
+    if t >= starts.len() {
+        return;
+    }
+    let mut at = starts[t] as usize;
+    let mut sum = 0.0f32;
+    for _ in 0..=walk.steps {
+        let n = nodes[at];
+        sum += n.value;
+        at = n.next as usize;
+    }
+    sums[t] = sum * walk.scale;
+}
+
+/// `y = a * x + y` with its parameters grouped in one struct of views and values.
+#[derive(KernelParams)]
+#[repr(C)]
+pub struct Axpy {
+    /// Read.
+    pub x: DeviceSlice<f32>,
+    /// Read and written.
+    pub y: DeviceSliceMut<f32>,
+    /// The factor.
+    pub a: f32,
+    /// How many elements each thread does, one grid stride apart.
+    pub per_thread: u32,
+}
+
+/// `p.y[i] = p.a * p.x[i] + p.y[i]`, grid-stride.
+#[kernel]
+pub fn user_axpy(mut p: Axpy) {
+    let n = p.x.len().min(p.y.len());
+    let mut i = global_index_x();
+    let mut k = 0;
+    while i < n && k < p.per_thread {
+        p.y[i] += p.a * p.x[i];
+        i += grid_stride_x();
+        k += 1;
+    }
+}
+
+/// The CPU reference of [`user_chase`].
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn chase_reference(nodes: &[Node], starts: &[u32], walk: Walk) -> Vec<f32> {
+    starts
+        .iter()
+        .map(|&s| {
+            let (mut at, mut sum) = (s as usize, 0.0f32);
+            for _ in 0..=walk.steps {
+                sum += nodes[at].value;
+                at = nodes[at].next as usize;
+            }
+            sum * walk.scale
+        })
+        .collect()
+}
+
+/// `n` nodes whose links form one random cycle, with values from `value(i)`, and a start per
+/// chain from `start(t)`: a pointer chase's data.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn random_nodes(
+    n: usize,
+    mut next_random: impl FnMut(usize) -> usize,
+    value: impl Fn(usize) -> f32,
+) -> Vec<Node> {
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        order.swap(i, next_random(i + 1));
+    }
+    let mut nodes = vec![
+        Node {
+            next: 0,
+            value: 0.0
+        };
+        n
+    ];
+    for k in 0..n {
+        let (here, there) = (order[k], order[(k + 1) % n]);
+        nodes[here] = Node {
+            next: there as u32,
+            value: value(here),
+        };
+    }
+    nodes
 }

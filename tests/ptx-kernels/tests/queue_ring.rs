@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lookahead::emu::Emulator;
-use lookahead::launch::LaunchConfig;
-use lookahead_device::requests::FALLBACK_BIT;
-use lookahead_uvm::{PrefetchService, RequestRing, ServiceConfig};
+use lookahead::launch::{HostMemory, LaunchConfig};
+use lookahead_device::uvm::requests::FALLBACK_BIT;
+use lookahead_uvm::{PrefetchService, RequestRing, RingQueue, ServiceConfig};
 
 struct Lists {
     offsets: Vec<u32>,
@@ -39,7 +39,7 @@ fn check(d: &Lists, sums: &[f32]) {
     }
 }
 
-fn launch(d: &Lists, queue: lookahead_device::requests::RequestQueue) -> Vec<f32> {
+fn launch(d: &Lists, queue: RingQueue<'_, HostMemory>) -> Vec<f32> {
     let n = d.weights.len();
     let mut sums = vec![f32::NAN; n];
     let cfg = LaunchConfig::new((4, 1, 1), (8, 1, 1)); // 32 threads, 2 lists each
@@ -68,7 +68,7 @@ fn every_list_is_requested_once_with_exactly_its_bytes_and_arrives() {
     };
     let service = PrefetchService::start_on_host(ring.clone(), config, Duration::ZERO).unwrap();
     let queue = ring.queue(Duration::from_secs(10));
-    let generation = queue.generation;
+    let generation = queue.generation();
     let sums = launch(&d, queue);
     let report = service.stop();
     check(&d, &sums);
@@ -102,7 +102,7 @@ fn a_one_slot_ring_with_no_service_changes_no_result() {
     let d = lists(n);
     let ring = RequestRing::in_host_memory(1, 2 * n as u32);
     let queue = ring.queue(Duration::from_millis(1));
-    let generation = queue.generation;
+    let generation = queue.generation();
     let sums = launch(&d, queue);
     check(&d, &sums);
     // One request took the only slot; the others fell back (their flags say "go ahead").

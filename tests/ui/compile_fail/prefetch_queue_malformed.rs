@@ -4,7 +4,7 @@ use lookahead_device::kernel;
 pub fn k(
     x: lookahead_device::ManagedSlice<f32>,
     y: &mut [f32],
-    q: lookahead_device::requests::RequestQueue,
+    q: lookahead_device::uvm::requests::RequestQueue,
 ) {
     #[prefetch_next(distance = 2, queue(q))]
     for i in 0..x.len() {

@@ -1,5 +1,7 @@
 use lookahead_device::kernel;
 
+static PTX: &[(u32, &str)] = &[];
+
 #[kernel]
 pub fn k(x: &[Vec<f32>]) {
     let _ = x;

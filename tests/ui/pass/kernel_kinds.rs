@@ -86,3 +86,55 @@ fn main() {
         launch_all(&gpu).unwrap();
     }
 }
+
+/// The user's own types: a slice of a DeviceCopy struct, one by value, a KernelParams bundle.
+mod user_types {
+    use lookahead_device::prelude::*;
+
+    #[derive(Clone, Copy, DeviceCopy)]
+    #[repr(C)]
+    pub struct Node {
+        pub next: u32,
+        pub value: f32,
+    }
+
+    #[derive(KernelParams)]
+    #[repr(C)]
+    pub struct Io {
+        pub input: DeviceSlice<Node>,
+        pub output: ManagedSliceMut<f32>,
+        pub scale: f32,
+        pub _pad: u32,
+    }
+
+    #[kernel]
+    pub fn walk(nodes: &[Node], first: Node, mut io: Io) {
+        let i = global_index_x();
+        if i < io.output.len() {
+            io.output[i] = (nodes[i].value + first.value + io.input[i].value) * io.scale;
+        }
+    }
+
+    /// Parameter names the launcher uses for itself, and nothing clashes.
+    #[kernel]
+    pub fn names(cfg: u32, on: u32, args: &[f32], params: &mut [f32], prepared: u32, entry: u32) {
+        params[0] = args[0] + (cfg + on + prepared + entry) as f32;
+    }
+
+    pub fn launch(gpu: &lookahead::Gpu) -> lookahead::Result<()> {
+        let s = gpu.stream();
+        let nodes = s.clone_htod(&[Node { next: 0, value: 1.0 }]).unwrap();
+        let mut out = lookahead::ManagedBuffer::<f32>::zeroed(gpu, 1)?;
+        let io = IoArgs {
+            input: &nodes,
+            output: &mut out,
+            scale: 2.0,
+            _pad: 0,
+        };
+        let cfg = lookahead::launch::LaunchConfig::for_len(1, 32);
+        walk::launch(gpu, cfg, &nodes, Node { next: 0, value: 2.0 }, io)?;
+        let x = s.clone_htod(&[1.0f32]).unwrap();
+        let mut y = s.clone_htod(&[0.0f32]).unwrap();
+        names::launch(gpu, cfg, 1, 2, &x, &mut y, 3, 4)
+    }
+}

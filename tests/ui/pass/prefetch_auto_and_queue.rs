@@ -5,7 +5,7 @@ use lookahead::launch::autotune::Variant;
 use lookahead::launch::LaunchConfig;
 use lookahead_device::kernel;
 use lookahead_device::prelude::*;
-use lookahead_device::requests::RequestQueue;
+use lookahead_device::uvm::requests::RequestQueue;
 
 static PTX: &[(u32, &str)] = &[];
 

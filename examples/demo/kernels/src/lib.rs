@@ -40,10 +40,3 @@ pub const BLOCK_SIZE: u32 = 256;
 
 /// Elements each block of `copy_prefetch_bulk` bulk-prefetches ahead of itself.
 pub const BULK_TILE: usize = 4096;
-
-/// The PTX module best suited to a device of compute capability `cc` (major * 10 + minor):
-/// the newest architecture built that is not newer than the device.
-#[cfg(not(target_arch = "nvptx64"))]
-pub fn ptx_for(cc: u32) -> Option<(u32, &'static str)> {
-    PTX.iter().rev().find(|(arch, _)| *arch <= cc).copied()
-}

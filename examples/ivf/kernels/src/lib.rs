@@ -1,6 +1,8 @@
 //! # ivf-kernels
 //!
-//! The kernels of an IVF-Flat search, in plain Rust with `#[kernel]`:
+//! The kernels of an IVF-Flat search, in plain Rust with `#[kernel]`, each taking a few
+//! parameter structs ([`Index`], [`Batch`], [`PlanOut`], [`WorkPlan`], [`Pull`],
+//! [`Candidates`]):
 //!
 //! 1. [`coarse`]: each query's `nprobe` nearest centroids (a warp per
 //!    [`COARSE_QUERIES_PER_BLOCK`] queries over the transposed centroids);
@@ -23,9 +25,18 @@
 )]
 
 mod block;
-mod kernels;
+mod coarse_step;
+mod merge_step;
+mod params;
+mod plan_step;
+mod scan_step;
 mod topk;
-pub use kernels::*;
+
+pub use coarse_step::coarse;
+pub use merge_step::merge;
+pub use params::*;
+pub use plan_step::plan;
+pub use scan_step::{pull_scan, scan};
 
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/ivf_kernels_ptx.rs"));
@@ -60,8 +71,8 @@ pub const DIMS_PER_LANE: usize = MAX_DIM / LANES_PER_ROW;
 pub const DEFAULT_CHUNK_ROWS: u32 = 512;
 /// `hints` value for [`scan`]: no in-kernel hint.
 pub const HINT_NONE: u32 = 0;
-/// `hints` value for [`scan`]: `prefetch.global.L2` over the warp's next work item (the
-/// seed document's "design 5"; it does not migrate managed pages on the H100s we measured).
+/// `hints` value for [`scan`]: `prefetch.global.L2` over the warp's next work item (it does
+/// not migrate managed pages on the H100, driver 580.159.04).
 pub const HINT_L2: u32 = 1;
 /// `readiness[list]` after [`scan`]: the list arrived by request before it was read.
 pub const READY_ARRIVED: u32 = 1;

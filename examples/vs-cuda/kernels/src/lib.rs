@@ -185,12 +185,5 @@ pub fn is_macro_variant(variant: &str) -> bool {
     variant.starts_with("m_")
 }
 
-/// The PTX module best suited to a device of compute capability `cc` (major * 10 + minor):
-/// the newest architecture built that is not newer than the device.
-#[cfg(not(target_arch = "nvptx64"))]
-pub fn ptx_for(cc: u32) -> Option<(u32, &'static str)> {
-    PTX.iter().rev().find(|(arch, _)| *arch <= cc).copied()
-}
-
 #[cfg(all(test, not(target_arch = "nvptx64")))]
 mod tests;

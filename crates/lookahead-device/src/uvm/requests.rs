@@ -21,8 +21,16 @@
 //! consumes slots in order, reading slot `t` once its `seq == t + 1`, and then stores
 //! `tail = t + 1`. Flags carry the launch's `generation`, so they never need resetting.
 //!
-//! The same code runs on the host (with `std` atomics), which is how the protocol is
-//! tested without a GPU.
+//! The same code runs on the host (the memory operations of [`crate::memory`] are `std`
+//! atomics there), which is how the protocol is tested without a GPU.
+
+use crate::atomic::{AtomicCas, AtomicExchange};
+use crate::memory::{
+    load_acquire_system, load_relaxed_gpu, store_release_system, store_volatile_u32,
+    store_volatile_u64,
+};
+use crate::sync::{globaltimer_ns, nanosleep};
+use crate::DeviceCopy;
 
 /// One request in the ring: 32 bytes, written by the GPU, read by the host.
 #[repr(C)]
@@ -52,11 +60,10 @@ const MAX_POLL_NS: u32 = 8000;
 /// Largest generation number; generations are 31 bits so [`FALLBACK_BIT`] stays free.
 pub const MAX_GENERATION: u32 = FALLBACK_BIT - 1;
 
-/// What a kernel needs to publish requests and wait for them: built by the host
-/// (`lookahead_uvm::RequestRing::queue`) and passed to the kernel by value.
-#[repr(C)]
+/// Where a request ring lives: what the host allocated for it (see
+/// `lookahead_uvm::RequestRing`).
 #[derive(Debug, Clone, Copy)]
-pub struct RequestQueue {
+pub struct RingMemory {
     /// `capacity` slots in pinned, device-mapped host memory.
     pub slots: *mut RequestSlot,
     /// Slots consumed by the host (pinned host memory).
@@ -71,6 +78,11 @@ pub struct RequestQueue {
     pub capacity: u32,
     /// Number of flags.
     pub num_flags: u32,
+}
+
+/// One launch's use of a ring.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueSettings {
     /// This launch's generation, 1..=[`MAX_GENERATION`].
     pub generation: u32,
     /// Compare-and-swap attempts before a contended claim gives up and falls back.
@@ -81,8 +93,29 @@ pub struct RequestQueue {
     /// launch's are still resident (the host moved nothing back since): see
     /// [`RequestQueue::arrived_earlier`]. 0: nothing counts as resident.
     pub resident_since: u32,
-    /// Keeps the size a multiple of 8 bytes.
-    pub reserved: u32,
+}
+
+/// What a kernel needs to publish requests and wait for them: built by the host
+/// (`lookahead_uvm::RequestRing::queue`) and passed to the kernel by value, an ordinary
+/// [`DeviceCopy`] parameter. Its fields are private: a queue is either
+/// [`RequestQueue::disabled`] or made by [`RequestQueue::from_raw_parts`], whose caller
+/// promises the ring's memory, so the safe methods below can rely on it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, DeviceCopy)]
+pub struct RequestQueue {
+    slots: *mut RequestSlot,
+    tail: *const u32,
+    head: *mut u32,
+    requested: *mut u32,
+    ready: *mut u32,
+    capacity: u32,
+    num_flags: u32,
+    generation: u32,
+    claim_attempts: u32,
+    wait_ns: u64,
+    resident_since: u32,
+    // Keeps the size a multiple of 8 bytes (no padding).
+    reserved: u32,
 }
 
 // SAFETY: the queue is a bundle of addresses shared by design between GPU threads and the
@@ -132,6 +165,35 @@ impl RequestQueue {
         }
     }
 
+    /// A queue over `ring` for one launch.
+    ///
+    /// # Safety
+    /// Unless `ring.capacity` is 0: `slots` points to `capacity` slots and `tail` to a word,
+    /// both in memory the host reads and the GPU writes (pinned, device-mapped host memory);
+    /// `head` to a word and `requested` and `ready` to `num_flags` words each, in memory the
+    /// GPU updates atomically; all valid until every kernel using the queue has finished.
+    pub unsafe fn from_raw_parts(ring: RingMemory, launch: QueueSettings) -> Self {
+        RequestQueue {
+            slots: ring.slots,
+            tail: ring.tail,
+            head: ring.head,
+            requested: ring.requested,
+            ready: ring.ready,
+            capacity: ring.capacity,
+            num_flags: ring.num_flags,
+            generation: launch.generation,
+            claim_attempts: launch.claim_attempts,
+            wait_ns: launch.wait_ns,
+            resident_since: launch.resident_since,
+            reserved: 0,
+        }
+    }
+
+    /// This launch's generation (0 for a disabled queue).
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
     /// Asks the host to make `bytes` bytes at `ptr` resident on this GPU and to set
     /// `flag` when they are. Any thread may call it; requests for a flag already
     /// requested in this generation are dropped as duplicates.
@@ -143,32 +205,32 @@ impl RequestQueue {
         // `num_flags` entries and `slots` with `capacity` entries.
         unsafe {
             let gen = self.generation;
-            if mem::exchange(self.requested.add(flag as usize), gen) == gen {
+            if u32::atomic_exchange_ptr(self.requested.add(flag as usize), gen) == gen {
                 return Requested::AlreadyRequested;
             }
             for _ in 0..self.claim_attempts.max(1) {
                 // Tail first: the host only moves it up to slots already claimed, so a head
                 // read afterwards is never behind it. (Read the other way round, producers
                 // and the host can move both in between, and `h - t` wraps to "full".)
-                let t = mem::load_acquire_system(self.tail);
-                let h = mem::load_relaxed(self.head);
+                let t = load_acquire_system(self.tail);
+                let h = load_relaxed_gpu(self.head);
                 if h.wrapping_sub(t) >= self.capacity {
                     break; // full
                 }
-                if mem::compare_exchange(self.head, h, h.wrapping_add(1)) != h {
+                if u32::atomic_cas_ptr(self.head, h, h.wrapping_add(1)) != h {
                     // Another producer took slot `h` (progress was made); back off briefly.
-                    mem::pause();
+                    nanosleep(MIN_POLL_NS);
                     continue;
                 }
                 let slot = self.slots.add((h % self.capacity) as usize);
-                mem::store_volatile_u32(core::ptr::addr_of_mut!((*slot).flag), flag);
-                mem::store_volatile_u32(core::ptr::addr_of_mut!((*slot).generation), gen);
-                mem::store_volatile_u64(core::ptr::addr_of_mut!((*slot).ptr), ptr as u64);
-                mem::store_volatile_u64(core::ptr::addr_of_mut!((*slot).bytes), bytes as u64);
-                mem::store_release_system(core::ptr::addr_of_mut!((*slot).seq), h.wrapping_add(1));
+                store_volatile_u32(core::ptr::addr_of_mut!((*slot).flag), flag);
+                store_volatile_u32(core::ptr::addr_of_mut!((*slot).generation), gen);
+                store_volatile_u64(core::ptr::addr_of_mut!((*slot).ptr), ptr as u64);
+                store_volatile_u64(core::ptr::addr_of_mut!((*slot).bytes), bytes as u64);
+                store_release_system(core::ptr::addr_of_mut!((*slot).seq), h.wrapping_add(1));
                 return Requested::Queued;
             }
-            mem::store_release_system(self.ready.add(flag as usize), gen | FALLBACK_BIT);
+            store_release_system(self.ready.add(flag as usize), gen | FALLBACK_BIT);
             Requested::Fallback
         }
     }
@@ -195,8 +257,8 @@ impl RequestQueue {
         unsafe {
             for _ in 0..self.claim_attempts.max(1) {
                 // Tail before head, as in `request`.
-                let t = mem::load_acquire_system(self.tail);
-                let h = mem::load_relaxed(self.head);
+                let t = load_acquire_system(self.tail);
+                let h = load_relaxed_gpu(self.head);
                 let used = h.wrapping_sub(t);
                 if used >= self.capacity {
                     return (h, 0);
@@ -206,10 +268,10 @@ impl RequestQueue {
                 } else {
                     self.capacity - used
                 };
-                if mem::compare_exchange(self.head, h, h.wrapping_add(granted)) == h {
+                if u32::atomic_cas_ptr(self.head, h, h.wrapping_add(granted)) == h {
                     return (h, granted);
                 }
-                mem::pause();
+                nanosleep(MIN_POLL_NS);
             }
             (0, 0)
         }
@@ -230,14 +292,14 @@ impl RequestQueue {
         };
         if flag != u32::MAX {
             // Later `request` calls for this flag in this generation are duplicates.
-            mem::exchange(self.requested.add(flag as usize), self.generation);
+            u32::atomic_exchange_ptr(self.requested.add(flag as usize), self.generation);
         }
         let s = self.slots.add((slot % self.capacity) as usize);
-        mem::store_volatile_u32(core::ptr::addr_of_mut!((*s).flag), flag);
-        mem::store_volatile_u32(core::ptr::addr_of_mut!((*s).generation), self.generation);
-        mem::store_volatile_u64(core::ptr::addr_of_mut!((*s).ptr), ptr as u64);
-        mem::store_volatile_u64(core::ptr::addr_of_mut!((*s).bytes), bytes as u64);
-        mem::store_release_system(core::ptr::addr_of_mut!((*s).seq), slot.wrapping_add(1));
+        store_volatile_u32(core::ptr::addr_of_mut!((*s).flag), flag);
+        store_volatile_u32(core::ptr::addr_of_mut!((*s).generation), self.generation);
+        store_volatile_u64(core::ptr::addr_of_mut!((*s).ptr), ptr as u64);
+        store_volatile_u64(core::ptr::addr_of_mut!((*s).bytes), bytes as u64);
+        store_release_system(core::ptr::addr_of_mut!((*s).seq), slot.wrapping_add(1));
     }
 
     /// Marks `flag` "go ahead on the fault path" for this launch: what a producer does for
@@ -248,7 +310,7 @@ impl RequestQueue {
         }
         // SAFETY: `flag < num_flags`.
         unsafe {
-            mem::store_release_system(
+            store_release_system(
                 self.ready.add(flag as usize),
                 self.generation | FALLBACK_BIT,
             )
@@ -265,7 +327,7 @@ impl RequestQueue {
             return false;
         }
         // SAFETY: `flag < num_flags`.
-        let v = unsafe { mem::load_acquire_system(self.ready.add(flag as usize)) };
+        let v = unsafe { load_acquire_system(self.ready.add(flag as usize)) };
         v & FALLBACK_BIT == 0 && v >= self.resident_since && v < self.generation
     }
 
@@ -277,8 +339,8 @@ impl RequestQueue {
         }
         // SAFETY: `flag < num_flags`.
         unsafe {
-            mem::exchange(self.requested.add(flag as usize), self.generation);
-            mem::store_release_system(self.ready.add(flag as usize), self.generation);
+            u32::atomic_exchange_ptr(self.requested.add(flag as usize), self.generation);
+            store_release_system(self.ready.add(flag as usize), self.generation);
         }
     }
 
@@ -288,7 +350,7 @@ impl RequestQueue {
         if self.capacity == 0 || self.wait_ns == 0 || flag >= self.num_flags {
             return Readiness::GoAhead;
         }
-        let start = mem::now_ns();
+        let start = globaltimer_ns();
         // Back off exponentially up to `MAX_POLL_NS`: a whole grid may wait on the same few
         // flags while the data they announce is being written, and polling them every half
         // microsecond from thousands of warps is traffic on exactly those cache lines. Data
@@ -296,134 +358,22 @@ impl RequestQueue {
         let mut sleep_ns = MIN_POLL_NS;
         loop {
             // SAFETY: `flag < num_flags`.
-            let v = unsafe { mem::load_acquire_system(self.ready.add(flag as usize)) };
+            let v = unsafe { load_acquire_system(self.ready.add(flag as usize)) };
             if v == self.generation {
                 return Readiness::Arrived;
             }
             if v == self.generation | FALLBACK_BIT {
                 return Readiness::GoAhead;
             }
-            if mem::now_ns().wrapping_sub(start) >= self.wait_ns {
+            if globaltimer_ns().wrapping_sub(start) >= self.wait_ns {
                 return Readiness::TimedOut;
             }
-            mem::sleep_ns(sleep_ns);
+            nanosleep(sleep_ns);
             sleep_ns = if sleep_ns < MAX_POLL_NS / 2 {
                 sleep_ns * 2
             } else {
                 MAX_POLL_NS
             };
         }
-    }
-}
-
-/// The memory operations of the protocol, as PTX on the GPU and `std` atomics on the host.
-#[cfg(target_arch = "nvptx64")]
-mod mem {
-    use core::arch::asm;
-
-    #[inline(always)]
-    pub unsafe fn load_relaxed(p: *const u32) -> u32 {
-        let v: u32;
-        asm!("ld.relaxed.gpu.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
-        v
-    }
-    #[inline(always)]
-    pub unsafe fn load_acquire_system(p: *const u32) -> u32 {
-        let v: u32;
-        asm!("ld.acquire.sys.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
-        v
-    }
-
-    #[inline(always)]
-    pub unsafe fn exchange(p: *mut u32, new: u32) -> u32 {
-        let old: u32;
-        asm!("atom.exch.b32 {o}, [{p}], {n};", o = out(reg32) old, p = in(reg64) p, n = in(reg32) new, options(nostack));
-        old
-    }
-    #[inline(always)]
-    pub unsafe fn compare_exchange(p: *mut u32, expected: u32, new: u32) -> u32 {
-        let old: u32;
-        asm!("atom.cas.b32 {o}, [{p}], {e}, {n};", o = out(reg32) old, p = in(reg64) p, e = in(reg32) expected, n = in(reg32) new, options(nostack));
-        old
-    }
-    #[inline(always)]
-    pub unsafe fn store_volatile_u32(p: *mut u32, v: u32) {
-        asm!("st.volatile.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
-    }
-    #[inline(always)]
-    pub unsafe fn store_volatile_u64(p: *mut u64, v: u64) {
-        asm!("st.volatile.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack));
-    }
-    /// Orders every earlier store of this thread before `v` at system scope (the host
-    /// reads the slot fields only after it sees the sequence number).
-    #[inline(always)]
-    pub unsafe fn store_release_system(p: *mut u32, v: u32) {
-        asm!("fence.sc.sys;", "st.release.sys.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
-    }
-    #[inline(always)]
-    pub fn now_ns() -> u64 {
-        let t: u64;
-        // SAFETY: reads the global nanosecond timer.
-        unsafe { asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack, nomem)) };
-        t
-    }
-    #[inline(always)]
-    pub fn pause() {
-        sleep_ns(500);
-    }
-    #[inline(always)]
-    pub fn sleep_ns(ns: u32) {
-        // SAFETY: sleeps this thread for about `ns` nanoseconds (sm_70+).
-        unsafe { asm!("nanosleep.u32 {n};", n = in(reg32) ns, options(nostack, nomem)) };
-    }
-}
-
-#[cfg(not(target_arch = "nvptx64"))]
-mod mem {
-    extern crate std;
-    use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-
-    pub unsafe fn load_relaxed(p: *const u32) -> u32 {
-        AtomicU32::from_ptr(p as *mut u32).load(Ordering::Relaxed)
-    }
-    pub unsafe fn load_acquire_system(p: *const u32) -> u32 {
-        AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)
-    }
-
-    pub unsafe fn exchange(p: *mut u32, new: u32) -> u32 {
-        AtomicU32::from_ptr(p).swap(new, Ordering::AcqRel)
-    }
-    pub unsafe fn compare_exchange(p: *mut u32, expected: u32, new: u32) -> u32 {
-        match AtomicU32::from_ptr(p).compare_exchange(
-            expected,
-            new,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        ) {
-            Ok(v) | Err(v) => v,
-        }
-    }
-    pub unsafe fn store_volatile_u32(p: *mut u32, v: u32) {
-        AtomicU32::from_ptr(p).store(v, Ordering::Relaxed)
-    }
-    pub unsafe fn store_volatile_u64(p: *mut u64, v: u64) {
-        AtomicU64::from_ptr(p).store(v, Ordering::Relaxed)
-    }
-    pub unsafe fn store_release_system(p: *mut u32, v: u32) {
-        fence(Ordering::SeqCst);
-        AtomicU32::from_ptr(p).store(v, Ordering::Release)
-    }
-    pub fn now_ns() -> u64 {
-        use std::sync::OnceLock;
-        use std::time::Instant;
-        static START: OnceLock<Instant> = OnceLock::new();
-        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-    }
-    pub fn pause() {
-        // In an emulated kernel, let the block's other threads run; else yield the thread.
-        lookahead_emu::hooks::sleep();
-    }
-    pub fn sleep_ns(_ns: u32) {
-        pause();
     }
 }

@@ -21,7 +21,8 @@
 
 use crate::atomic::WarpFetchAdd;
 use crate::index::lane_id;
-use crate::sync::{globaltimer_ns, nanosleep};
+use crate::memory::{load_acquire_gpu, load_streaming, load_streaming_v4, store_v4};
+use crate::sync::{fence_gpu, globaltimer_ns, nanosleep};
 use crate::warp;
 
 /// Bytes of one copy chunk: large enough that a warp keeps 4 KiB of loads in flight for a
@@ -63,13 +64,13 @@ pub unsafe fn copy_chunk(src: *const u32, dst: *mut u32, words: usize, counter: 
             for (u, x) in v.iter_mut().enumerate() {
                 let i = q + u * 32;
                 if i < quads {
-                    *x = mem::load_stream_v4(src.add(i * 4));
+                    *x = load_streaming_v4(src.add(i * 4));
                 }
             }
             for (u, x) in v.iter().enumerate() {
                 let i = q + u * 32;
                 if i < quads {
-                    mem::store_v4(dst.add(i * 4), *x);
+                    store_v4(dst.add(i * 4), *x);
                 }
             }
             q += 32 * UNROLL;
@@ -78,11 +79,11 @@ pub unsafe fn copy_chunk(src: *const u32, dst: *mut u32, words: usize, counter: 
     }
     let mut w = done + lane;
     while w < words {
-        *dst.add(w) = mem::load_stream(src.add(w));
+        *dst.add(w) = load_streaming(src.add(w));
         w += 32;
     }
     // Every lane's stores before the count (a fence each, then the warp meets).
-    mem::fence_gpu();
+    fence_gpu();
     warp::sync();
     // Not `if lane == 0`: a branch here can leave the warp split for the caller's next chunk.
     u32::warp_fetch_add_ptr(counter, 1);
@@ -102,7 +103,7 @@ pub unsafe fn wait_complete(counter: *const u32, chunks: u32, timeout_ns: u64) -
     let mut sleep = 256u32;
     loop {
         // Each lane acquires for itself (the count only grows, so a complete read stays so).
-        if warp::vote_all(mem::load_acquire(counter) >= chunks) {
+        if warp::vote_all(load_acquire_gpu(counter) >= chunks) {
             return true;
         }
         if warp::vote_any(globaltimer_ns().wrapping_sub(start) >= timeout_ns) {
@@ -110,62 +111,6 @@ pub unsafe fn wait_complete(counter: *const u32, chunks: u32, timeout_ns: u64) -
         }
         nanosleep(sleep);
         sleep = (sleep * 2).min(4096);
-    }
-}
-
-#[cfg(target_arch = "nvptx64")]
-mod mem {
-    use core::arch::asm;
-
-    /// Streaming load (`ld.global.cs`): the data is read once, through to the copy.
-    #[inline(always)]
-    pub unsafe fn load_stream_v4(p: *const u32) -> [u32; 4] {
-        let (a, b, c, d): (u32, u32, u32, u32);
-        asm!("ld.global.cs.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(nostack, readonly, preserves_flags));
-        [a, b, c, d]
-    }
-    #[inline(always)]
-    pub unsafe fn store_v4(p: *mut u32, v: [u32; 4]) {
-        asm!("st.global.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack, preserves_flags));
-    }
-    #[inline(always)]
-    pub unsafe fn load_stream(p: *const u32) -> u32 {
-        let v: u32;
-        asm!("ld.global.cs.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly, preserves_flags));
-        v
-    }
-    #[inline(always)]
-    pub unsafe fn fence_gpu() {
-        asm!("fence.acq_rel.gpu;", options(nostack));
-    }
-    #[inline(always)]
-    pub unsafe fn load_acquire(p: *const u32) -> u32 {
-        let v: u32;
-        asm!("ld.acquire.gpu.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
-        v
-    }
-}
-
-#[cfg(not(target_arch = "nvptx64"))]
-mod mem {
-    use core::sync::atomic::{fence, AtomicU32, Ordering};
-
-    pub unsafe fn load_stream_v4(p: *const u32) -> [u32; 4] {
-        [*p, *p.add(1), *p.add(2), *p.add(3)]
-    }
-    pub unsafe fn store_v4(p: *mut u32, v: [u32; 4]) {
-        for (i, x) in v.into_iter().enumerate() {
-            *p.add(i) = x;
-        }
-    }
-    pub unsafe fn load_stream(p: *const u32) -> u32 {
-        *p
-    }
-    pub unsafe fn fence_gpu() {
-        fence(Ordering::SeqCst);
-    }
-    pub unsafe fn load_acquire(p: *const u32) -> u32 {
-        AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)
     }
 }
 

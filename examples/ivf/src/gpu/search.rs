@@ -1,0 +1,522 @@
+//! One search: coarse, plan, the policy's host work, scan, merge, each a step of [`Search`].
+//!
+//! Every kernel takes its buffers as [`lookahead::untracked`] arguments on the index's one
+//! stream: the scan may wait for flags other streams write, so nothing (not even cudarc's
+//! use-tracking events) may be queued behind it, and the others are ordered by the stream
+//! alone.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
+use ivf_kernels::{
+    coarse_config, BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs,
+    WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, READY_ARRIVED,
+    READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+};
+use lookahead::launch::LaunchConfig;
+use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
+use lookahead::{ByteRange, DriverContext, Error, Location, ManagedBuffer, PrefetchTicket, Result};
+use lookahead_uvm::{policy, Policy, RingQueue};
+
+use super::buffers::{fill32, Buffers, Capacity};
+use super::{GpuIndex, Machinery, PullCache, SearchOutcome, SearchParams};
+use crate::data::Vectors;
+use crate::index::IvfLayout;
+
+/// Bits written into every output word before a search; any left afterwards is a result
+/// the kernels failed to write.
+const POISON_ID: u32 = 0xFFFF_FFFE;
+const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
+
+/// The sizes one search works with.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    nq: usize,
+    nprobe: usize,
+    pairs: usize,
+    items: usize,
+    nlist: usize,
+    dim: usize,
+}
+
+/// What one search works on: the index's parts, borrowed each on its own, and the shape.
+struct Search<'a> {
+    s: &'a Arc<CudaStream>,
+    layout: &'a IvfLayout,
+    lists: &'a ManagedBuffer<f32>,
+    offsets: &'a CudaSlice<u64>,
+    ids: &'a CudaSlice<u32>,
+    centroids_t: &'a CudaSlice<f32>,
+    pull: &'a mut PullCache,
+    b: &'a mut Buffers,
+    shape: Shape,
+    chunk_rows: u32,
+}
+
+/// Four events: before coarse, before the scan (after the policy's host work), after the
+/// scan, after merge.
+struct Timeline([CudaEvent; 4]);
+
+impl Timeline {
+    fn new(s: &CudaStream) -> Result<Self> {
+        let ctx = s.context();
+        let e = || ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+        Ok(Timeline([
+            e().during("cuEventCreate")?,
+            e().during("cuEventCreate")?,
+            e().during("cuEventCreate")?,
+            e().during("cuEventCreate")?,
+        ]))
+    }
+    fn mark(&self, i: usize, s: &CudaStream) -> Result<()> {
+        self.0[i].record(s).during("cuEventRecord")
+    }
+    fn seconds(&self, a: usize, b: usize) -> Result<f64> {
+        let ms = self.0[a]
+            .elapsed_ms(&self.0[b])
+            .during("cuEventElapsedTime")?;
+        Ok(ms as f64 / 1e3)
+    }
+}
+
+impl GpuIndex {
+    /// Searches `queries` for their `K` nearest neighbours under `params.policy` (`Auto`
+    /// chooses per search), with the ring, service and engine of `mach`.
+    pub fn search(
+        &mut self,
+        queries: &Vectors,
+        params: SearchParams,
+        mach: &mut Machinery,
+    ) -> Result<SearchOutcome> {
+        let shape = self.shape(queries, params)?;
+        self.buffers(Capacity {
+            queries: shape.nq,
+            pairs: shape.pairs,
+            items: shape.items,
+        })?;
+        self.stream.synchronize().during("cuStreamSynchronize")?;
+        let started = Instant::now();
+        let chosen = match params.policy {
+            Policy::Auto => policy::choose(
+                &self.expected_pattern(shape.nq, shape.nprobe, params.expected_passes),
+                &mach.profile,
+            ),
+            p => p,
+        };
+        // The mapping and pull cache the chosen policy needs (nothing when set up already).
+        self.prepare(chosen)?;
+        let me = Location::Device(self.gpu.ordinal());
+        // Prefetch-all starts before the coarse step, so the two overlap.
+        let whole = match chosen {
+            Policy::PrefetchAll => Some(mach.engine.prefetch(&[self.lists.byte_range()], me)?),
+            _ => None,
+        };
+        let scan_blocks = match params.max_blocks {
+            0 => self.scan_capacity,
+            n => n.min(self.scan_capacity),
+        };
+        let mut run = self.begin(shape);
+        let timeline = Timeline::new(run.s)?;
+        let (dist, ids) = run.run(queries, chosen, params, mach, whole, &timeline, scan_blocks)?;
+        let seconds = started.elapsed().as_secs_f64();
+        run.outcome(chosen, dist, ids, seconds, &timeline)
+    }
+
+    /// The shape of a search of `queries` with `params`, checked against the index.
+    fn shape(&self, queries: &Vectors, params: SearchParams) -> Result<Shape> {
+        let dim = self.layout.dim;
+        if queries.dim != dim {
+            return Err(Error::InvalidRange {
+                start: queries.dim as u64,
+                len: 0,
+                limit: dim as u64,
+                reason: "queries have a different dimension than the index",
+            });
+        }
+        let (nq, nlist) = (queries.len(), self.layout.nlist());
+        let nprobe = params.nprobe.clamp(1, ivf_kernels::MAX_NPROBE.min(nlist));
+        let pairs = nq * nprobe;
+        Ok(Shape {
+            nq,
+            nprobe,
+            pairs,
+            items: ivf_kernels::max_items(pairs, self.max_list_len, self.chunk_rows),
+            nlist,
+            dim,
+        })
+    }
+
+    fn begin(&mut self, shape: Shape) -> Search<'_> {
+        let chunk_rows = self.chunk_rows;
+        let GpuIndex {
+            stream,
+            layout,
+            lists,
+            offsets,
+            ids,
+            centroids_t,
+            pull,
+            buffers,
+            ..
+        } = self;
+        Search {
+            s: stream,
+            layout,
+            lists,
+            offsets,
+            ids,
+            centroids_t,
+            pull,
+            b: buffers.as_mut().expect("allocated before the search"),
+            shape,
+            chunk_rows,
+        }
+    }
+}
+
+impl Search<'_> {
+    /// Every step, from uploading the queries to the results back on the host.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &mut self,
+        queries: &Vectors,
+        chosen: Policy,
+        params: SearchParams,
+        mach: &Machinery,
+        whole: Option<PrefetchTicket>,
+        timeline: &Timeline,
+        scan_blocks: u32,
+    ) -> Result<(Vec<f32>, Vec<u32>)> {
+        let queue = match chosen {
+            Policy::GpuRequests => mach.ring.queue(mach.wait),
+            _ => RingQueue::disabled(),
+        };
+        let pulling = chosen == Policy::GpuPull;
+        self.upload(queries)?;
+        timeline.mark(0, self.s)?;
+        self.coarse()?;
+        self.plan(queue, pulling)?;
+        self.host_work(chosen, mach, whole)?;
+        timeline.mark(1, self.s)?;
+        let grid = LaunchConfig::new((scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
+        if pulling {
+            let copy_every = match params.pull_copy_every {
+                0 => PULL_COPY_EVERY_NTH_SM,
+                n => n,
+            };
+            let wait_us = mach.wait.as_micros().min(u32::MAX as u128) as u32;
+            self.pull_scan(grid, copy_every, wait_us)?;
+        } else {
+            let hints = match chosen {
+                Policy::KernelHints => HINT_L2,
+                _ => HINT_NONE,
+            };
+            self.scan(grid, hints, queue)?;
+        }
+        // Nothing is queued behind the scan until it is done (see the module docs).
+        self.s.synchronize().during("cuStreamSynchronize")?;
+        timeline.mark(2, self.s)?;
+        self.merge()?;
+        timeline.mark(3, self.s)?;
+        self.download()
+    }
+
+    /// The queries up, the outputs poisoned, the readiness codes cleared.
+    fn upload(&mut self, queries: &Vectors) -> Result<()> {
+        let (s, sh) = (self.s, self.shape);
+        let mut q = self.b.queries.slice_mut(..sh.nq * sh.dim);
+        s.memcpy_htod(&queries.data, &mut q)
+            .during("cuMemcpyHtoD")?;
+        let words = sh.nq * K;
+        fill32(
+            UM::prefix(&mut self.b.out_d, words, s)?.device_ptr(),
+            words,
+            POISON_DIST,
+            s,
+        )?;
+        fill32(
+            UM::prefix(&mut self.b.out_i, words, s)?.device_ptr(),
+            words,
+            POISON_ID,
+            s,
+        )?;
+        let readiness = UM::prefix(&mut self.b.readiness, sh.nlist, s)?;
+        fill32(readiness.device_ptr(), sh.nlist, 0, s)
+    }
+
+    fn coarse(&mut self) -> Result<()> {
+        let (s, sh) = (self.s, self.shape);
+        ivf_kernels::coarse::launch(
+            s,
+            coarse_config(sh.nq),
+            &U::prefix(&self.b.queries, sh.nq * sh.dim, s)?,
+            &U::new(self.centroids_t, s),
+            sh.dim as u32,
+            sh.nlist as u32,
+            sh.nprobe as u32,
+            &mut UM::prefix(&mut self.b.probes, sh.pairs, s)?,
+        )
+    }
+
+    /// The plan: probed lists, requests (through `queue`) or the pull's copy list, work items.
+    fn plan(&mut self, queue: RingQueue<'_>, pulling: bool) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let (vectors, offsets, ids) = (
+            UntrackedManaged::new(self.lists),
+            U::new(self.offsets, s),
+            U::new(self.ids, s),
+        );
+        let index = IndexArgs {
+            vectors: &vectors,
+            offsets: &offsets,
+            ids: &ids,
+            dim: sh.dim as u32,
+            chunk_rows: self.chunk_rows,
+        };
+        let pull = PullPlanArgs {
+            copied: &mut UM::new(&mut self.pull.copied, s),
+            copy_first: &mut UM::new(&mut b.copy_first, s),
+        };
+        let out = PlanOutArgs {
+            counts: &mut UM::new(&mut b.counts, s),
+            slots: &mut UM::prefix(&mut b.slots, sh.pairs, s)?,
+            probed: &mut UM::new(&mut b.probed, s),
+            wanted: &mut UM::new(&mut b.wanted, s),
+            list_item_off: &mut UM::new(&mut b.list_item_off, s),
+            pair_cand_off: &mut UM::prefix(&mut b.pair_cand_off, sh.pairs + 1, s)?,
+            item_pair: &mut UM::prefix(&mut b.item_pair, sh.items, s)?,
+            item_chunk: &mut UM::prefix(&mut b.item_chunk, sh.items, s)?,
+            totals: &mut UM::new(&mut b.totals, s),
+        };
+        let probes = U::prefix(&b.probes, sh.pairs, s)?;
+        let cfg = LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1));
+        ivf_kernels::plan::launch(s, cfg, &probes, index, queue, pulling as u32, pull, out)
+    }
+
+    /// What the chosen policy does on the host between the plan and the scan: host-selected
+    /// learns the probed lists (one round trip) and prefetches them; prefetch-all waits for
+    /// its prefetch.
+    fn host_work(
+        &mut self,
+        chosen: Policy,
+        mach: &Machinery,
+        whole: Option<PrefetchTicket>,
+    ) -> Result<()> {
+        let s = self.s;
+        if let Some(mut t) = whole {
+            t.wait_on(s)?;
+        }
+        if chosen != Policy::HostSelected {
+            return Ok(());
+        }
+        let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
+        let probed = s.clone_dtoh(&self.b.probed).during("cuMemcpyDtoH")?;
+        let (base, dim) = (self.lists.device_ptr(), self.shape.dim as u64);
+        let ranges: Vec<ByteRange> = probed[..totals[0] as usize]
+            .iter()
+            .filter(|&&l| self.layout.list_bytes(l as usize) > 0)
+            .map(|&l| ByteRange {
+                start: base + self.layout.offsets[l as usize] * dim * 4,
+                len: self.layout.list_bytes(l as usize),
+            })
+            .collect();
+        if !ranges.is_empty() {
+            let me = Location::Device(self.lists.gpu().ordinal());
+            mach.engine.prefetch(&ranges, me)?.wait_on(s)?;
+        }
+        Ok(())
+    }
+
+    fn scan(&mut self, grid: LaunchConfig, hints: u32, queue: RingQueue<'_>) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let (vectors, offsets, ids) = (
+            UntrackedManaged::new(self.lists),
+            U::new(self.offsets, s),
+            U::new(self.ids, s),
+        );
+        let (queries, probes) = (
+            U::prefix(&b.queries, sh.nq * sh.dim, s)?,
+            U::prefix(&b.probes, sh.pairs, s)?,
+        );
+        let (item_pair, item_chunk, totals, pair_cand_off) = (
+            U::prefix(&b.item_pair, sh.items, s)?,
+            U::prefix(&b.item_chunk, sh.items, s)?,
+            U::new(&b.totals, s),
+            U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
+        );
+        ivf_kernels::scan::launch(
+            s,
+            grid,
+            IndexArgs {
+                vectors: &vectors,
+                offsets: &offsets,
+                ids: &ids,
+                dim: sh.dim as u32,
+                chunk_rows: self.chunk_rows,
+            },
+            BatchArgs {
+                queries: &queries,
+                probes: &probes,
+                nprobe: sh.nprobe as u32,
+                hints,
+            },
+            WorkPlanArgs {
+                item_pair: &item_pair,
+                item_chunk: &item_chunk,
+                totals: &totals,
+                pair_cand_off: &pair_cand_off,
+            },
+            queue,
+            CandidatesArgs {
+                readiness: &mut UM::prefix(&mut b.readiness, sh.nlist, s)?,
+                dist: &mut UM::prefix(&mut b.cand_d, sh.items * K, s)?,
+                ids: &mut UM::prefix(&mut b.cand_i, sh.items * K, s)?,
+            },
+        )
+    }
+
+    fn pull_scan(&mut self, grid: LaunchConfig, copy_every: u32, wait_us: u32) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        fill32(
+            UM::new(&mut b.work, s).device_ptr(),
+            2 * ivf_kernels::PULL_WORK_WORDS,
+            0,
+            s,
+        )?;
+        let (vectors, offsets, ids) = (
+            UntrackedManaged::new(self.lists),
+            U::new(self.offsets, s),
+            U::new(self.ids, s),
+        );
+        let (queries, probes) = (
+            U::prefix(&b.queries, sh.nq * sh.dim, s)?,
+            U::prefix(&b.probes, sh.pairs, s)?,
+        );
+        let (item_pair, item_chunk, totals, pair_cand_off) = (
+            U::prefix(&b.item_pair, sh.items, s)?,
+            U::prefix(&b.item_chunk, sh.items, s)?,
+            U::new(&b.totals, s),
+            U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
+        );
+        let (wanted, copy_first) = (U::new(&b.wanted, s), U::new(&b.copy_first, s));
+        let cache = self.pull.data.as_mut().expect("allocated when chosen");
+        ivf_kernels::pull_scan::launch(
+            s,
+            grid,
+            IndexArgs {
+                vectors: &vectors,
+                offsets: &offsets,
+                ids: &ids,
+                dim: sh.dim as u32,
+                chunk_rows: self.chunk_rows,
+            },
+            BatchArgs {
+                queries: &queries,
+                probes: &probes,
+                nprobe: sh.nprobe as u32,
+                hints: HINT_NONE,
+            },
+            WorkPlanArgs {
+                item_pair: &item_pair,
+                item_chunk: &item_chunk,
+                totals: &totals,
+                pair_cand_off: &pair_cand_off,
+            },
+            PullArgs {
+                cache: &mut UM::new(cache, s),
+                copied: &mut UM::new(&mut self.pull.copied, s),
+                wanted: &wanted,
+                copy_first: &copy_first,
+                work: &mut UM::new(&mut b.work, s),
+                copy_every,
+                wait_us,
+            },
+            CandidatesArgs {
+                readiness: &mut UM::prefix(&mut b.readiness, sh.nlist, s)?,
+                dist: &mut UM::prefix(&mut b.cand_d, sh.items * K, s)?,
+                ids: &mut UM::prefix(&mut b.cand_i, sh.items * K, s)?,
+            },
+        )
+    }
+
+    fn merge(&mut self) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        ivf_kernels::merge::launch(
+            s,
+            LaunchConfig::for_len(sh.nq * 32, SCAN_THREADS),
+            &U::prefix(&b.cand_d, sh.items * K, s)?,
+            &U::prefix(&b.cand_i, sh.items * K, s)?,
+            &U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
+            sh.nprobe as u32,
+            &mut UM::prefix(&mut b.out_d, sh.nq * K, s)?,
+            &mut UM::prefix(&mut b.out_i, sh.nq * K, s)?,
+        )
+    }
+
+    /// The results back on the host, after the stream's work is done.
+    fn download(&mut self) -> Result<(Vec<f32>, Vec<u32>)> {
+        let (s, n) = (self.s, self.shape.nq * K);
+        let mut dist = vec![0.0f32; n];
+        let mut ids = vec![0u32; n];
+        s.memcpy_dtoh(&self.b.out_d.slice(..n), &mut dist)
+            .during("cuMemcpyDtoH")?;
+        s.memcpy_dtoh(&self.b.out_i.slice(..n), &mut ids)
+            .during("cuMemcpyDtoH")?;
+        s.synchronize().during("cuStreamSynchronize")?;
+        Ok((dist, ids))
+    }
+
+    /// The search's outcome, from what the kernels left in the buffers (outside the timed
+    /// part).
+    fn outcome(
+        &mut self,
+        chosen: Policy,
+        dist: Vec<f32>,
+        ids: Vec<u32>,
+        seconds: f64,
+        timeline: &Timeline,
+    ) -> Result<SearchOutcome> {
+        if let Some(q) = ids.iter().position(|&i| i == POISON_ID) {
+            return Err(Error::UnwrittenOutput {
+                kernel: "merge",
+                what: format!("neighbour {} of query {}", q % K, q / K),
+            });
+        }
+        let s = self.s;
+        let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
+        let m = totals[0] as usize;
+        let pull_copy_seconds = if chosen == Policy::GpuPull {
+            let w = s.clone_dtoh(&self.b.work).during("cuMemcpyDtoH")?;
+            w[4].saturating_sub(w[3]) as f64 / 1e9
+        } else {
+            0.0
+        };
+        let probed = s.clone_dtoh(&self.b.probed).during("cuMemcpyDtoH")?;
+        let probed_lists = &probed[..m.min(probed.len())];
+        let ready = s.clone_dtoh(&self.b.readiness).during("cuMemcpyDtoH")?;
+        let count = |v| {
+            probed_lists
+                .iter()
+                .filter(|&&l| ready[l as usize] == v)
+                .count()
+        };
+        Ok(SearchOutcome {
+            arrived: count(READY_ARRIVED),
+            went_ahead: count(READY_WENT_AHEAD),
+            timed_out: count(READY_TIMED_OUT),
+            requested: totals[2] as usize,
+            gpu_seconds: timeline.seconds(0, 3)?,
+            scan_seconds: timeline.seconds(1, 2)?,
+            items: totals[1] as usize,
+            list_queries: s.clone_dtoh(&self.b.counts).during("cuMemcpyDtoH")?,
+            needed_bytes: self.layout.bytes_of(probed_lists),
+            probed_lists: m,
+            pull_copy_seconds,
+            dist,
+            ids,
+            policy: chosen,
+            seconds,
+        })
+    }
+}
