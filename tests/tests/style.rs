@@ -11,7 +11,10 @@ use syn::visit::Visit;
 const MAX_FN_LINES: usize = 120;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Every file under `dir` (relative to the root) whose name ends with one of `ends`.

@@ -83,7 +83,6 @@ pub(crate) fn run_block(
 ) -> Result<Vec<PrefetchRecord>, Failure> {
     let dim = launch.block_dim;
     let n = dim[0] * dim[1] * dim[2];
-    let warps = n.div_ceil(32);
     let block = BlockCtx {
         launch,
         block_idx,
@@ -102,8 +101,7 @@ pub(crate) fn run_block(
             iteration: Cell::new(None),
         })
         .collect();
-
-    let mut cos: Vec<Option<Thread>> = threads
+    let cos: Vec<Option<Thread>> = threads
         .iter()
         .map(|t| {
             let tp = t as *const ThreadCtx<'_> as usize;
@@ -119,151 +117,192 @@ pub(crate) fn run_block(
             Some(unsafe { Coroutine::with_stack_unchecked(pool.take(), body) })
         })
         .collect();
+    let mut s = Scheduler {
+        launch,
+        block_idx,
+        threads: &threads,
+        state: vec![State::Runnable; n as usize],
+        live: n,
+        cos,
+        pool,
+    };
+    let result = s.run(&block);
+    // Suspended coroutines (after a failure) are unwound here, while `threads` is alive.
+    drop(s);
+    result.map(|()| block.trace.take())
+}
 
-    let mut state = vec![State::Runnable; n as usize];
-    let mut live = n;
-    let result = loop {
-        // Run everything runnable until it suspends or returns.
-        let mut failure = None;
-        for i in 0..n as usize {
-            if state[i] != State::Runnable {
+/// One block's threads and where each one is.
+struct Scheduler<'a, 'b> {
+    launch: &'a LaunchCtx,
+    block_idx: [u32; 3],
+    threads: &'a [ThreadCtx<'b>],
+    cos: Vec<Option<Thread>>,
+    state: Vec<State>,
+    live: u32,
+    pool: &'a mut StackPool,
+}
+
+impl Scheduler<'_, '_> {
+    /// Rounds until every thread has returned, or a failure.
+    fn run(&mut self, block: &BlockCtx<'_>) -> Result<(), Failure> {
+        loop {
+            self.run_runnable()?;
+            if self.live == 0 {
+                return Ok(());
+            }
+            let (progressed, stuck_warp) = self.exchange_warps();
+            if progressed || self.state.contains(&State::Runnable) {
                 continue;
             }
-            let co = cos[i]
+            if stuck_warp.is_none() && self.state.iter().all(|&s| s == State::AtBarrier) {
+                block.epoch.set(block.epoch.get() + 1);
+                self.state.fill(State::Runnable);
+                continue;
+            }
+            return Err(self.deadlock(stuck_warp));
+        }
+    }
+
+    /// Runs every runnable thread until it suspends or returns.
+    fn run_runnable(&mut self) -> Result<(), Failure> {
+        for i in 0..self.state.len() {
+            if self.state[i] != State::Runnable {
+                continue;
+            }
+            let co = self.cos[i]
                 .as_mut()
                 .expect("a runnable thread has its coroutine");
-            set_current(Some(&threads[i]));
+            set_current(Some(&self.threads[i]));
             let r = catch_unwind(AssertUnwindSafe(|| co.resume(())));
             set_current(None);
             match r {
                 Ok(CoroutineResult::Return(())) => {
-                    state[i] = State::Exited;
-                    live -= 1;
-                    if let Some(co) = cos[i].take() {
-                        pool.give(co.into_stack());
+                    self.state[i] = State::Exited;
+                    self.live -= 1;
+                    if let Some(co) = self.cos[i].take() {
+                        self.pool.give(co.into_stack());
                     }
                 }
-                Ok(CoroutineResult::Yield(Suspend::Barrier)) => state[i] = State::AtBarrier,
-                Ok(CoroutineResult::Yield(Suspend::Warp)) => state[i] = State::AtWarp,
+                Ok(CoroutineResult::Yield(Suspend::Barrier)) => self.state[i] = State::AtBarrier,
+                Ok(CoroutineResult::Yield(Suspend::Warp)) => self.state[i] = State::AtWarp,
                 Ok(CoroutineResult::Yield(Suspend::Sleep)) => {}
                 Err(payload) => {
-                    cos[i] = None; // finished by unwinding
-                    let t = coords(i as u32, dim);
-                    failure = Some(match payload.downcast::<RaceReport>() {
-                        Ok(r) => Failure::Error(Box::new(EmuError::DataRace {
-                            kernel: launch.kernel,
-                            block: block_idx,
-                            site: r.site,
-                            index: r.index,
-                            kind: r.kind,
-                            thread: t,
-                            other: match r.other {
-                                Some(o) => format!("thread {:?}", coords(o, dim)),
-                                None => "several other threads".to_string(),
-                            },
-                        })),
-                        Err(p) => Failure::Panic(format!(
-                            "kernel `{}` panicked in block {:?}, thread {:?}: {}",
-                            launch.kernel,
-                            block_idx,
-                            t,
-                            panic_message(&*p)
-                        )),
-                    });
-                    break;
+                    self.cos[i] = None; // finished by unwinding
+                    return Err(self.failure(i as u32, payload));
                 }
             }
         }
-        if let Some(f) = failure {
-            break Err(f);
-        }
-        if live == 0 {
-            break Ok(());
-        }
+        Ok(())
+    }
 
-        // Warps whose every existing lane waits at a warp operation exchange values.
-        let mut progressed = false;
-        let mut stuck_warp = None;
-        for w in 0..warps as usize {
-            let lanes = w * 32..(w * 32 + 32).min(n as usize);
-            let waiting: Vec<usize> = lanes
-                .clone()
-                .filter(|&i| state[i] == State::AtWarp)
+    /// What thread `i`'s unwinding means: a data race the race detector raised, or a panic.
+    fn failure(&self, i: u32, payload: Box<dyn std::any::Any + Send>) -> Failure {
+        let (dim, t) = (self.launch.block_dim, coords(i, self.launch.block_dim));
+        match payload.downcast::<RaceReport>() {
+            Ok(r) => Failure::Error(Box::new(EmuError::DataRace {
+                kernel: self.launch.kernel,
+                block: self.block_idx,
+                site: r.site,
+                index: r.index,
+                kind: r.kind,
+                thread: t,
+                other: match r.other {
+                    Some(o) => format!("thread {:?}", coords(o, dim)),
+                    None => "several other threads".to_string(),
+                },
+            })),
+            Err(p) => Failure::Panic(format!(
+                "kernel `{}` panicked in block {:?}, thread {:?}: {}",
+                self.launch.kernel,
+                self.block_idx,
+                t,
+                panic_message(&*p)
+            )),
+        }
+    }
+
+    /// Warps whose every existing lane waits at a warp operation exchange values; returns
+    /// whether any did, and the first warp that cannot go on (and why).
+    fn exchange_warps(&mut self) -> (bool, Option<String>) {
+        let n = self.state.len();
+        let (mut progressed, mut stuck) = (false, None);
+        for w in 0..n.div_ceil(32) {
+            let lanes = w * 32..(w * 32 + 32).min(n);
+            let waiting: Vec<usize> = (lanes.clone())
+                .filter(|&i| self.state[i] == State::AtWarp)
                 .collect();
             if waiting.is_empty() {
                 continue;
             }
-            // `activemask`: the lanes at it now, once none of the warp can run further.
-            let at_mask: Vec<usize> = waiting
-                .iter()
-                .copied()
-                .filter(|&i| threads[i].warp_op.get() == Some(WarpOp::ActiveMask))
-                .collect();
-            if !at_mask.is_empty() {
-                let mask = at_mask.iter().fold(0u32, |m, &i| m | 1 << (i % 32));
-                for &i in &at_mask {
-                    threads[i].warp_result.set(mask);
-                    threads[i].warp_op.set(None);
-                    state[i] = State::Runnable;
+            match self.exchange(w, lanes, &waiting) {
+                Ok(()) => progressed = true,
+                Err(why) => {
+                    stuck.get_or_insert(why);
                 }
-                progressed = true;
-                continue;
-            }
-            if waiting.len() == lanes.len() {
-                let ops: Vec<_> = lanes
-                    .clone()
-                    .map(|i| {
-                        threads[i]
-                            .warp_op
-                            .get()
-                            .expect("a lane at a warp operation deposited it")
-                    })
-                    .collect();
-                match warp::resolve(&ops) {
-                    Ok(results) => {
-                        for (i, r) in lanes.zip(results) {
-                            threads[i].warp_result.set(r);
-                            threads[i].warp_op.set(None);
-                            state[i] = State::Runnable;
-                        }
-                        progressed = true;
-                    }
-                    Err(what) => {
-                        stuck_warp.get_or_insert(format!("warp {w}: {what}"));
-                    }
-                }
-            } else {
-                let op = threads[waiting[0]]
-                    .warp_op
-                    .get()
-                    .map_or("a warp operation", |o| o.name());
-                stuck_warp.get_or_insert(format!(
-                    "warp {w}: some lanes wait at {op} (full mask) while others exited or wait at sync_threads"
-                ));
             }
         }
-        if progressed || state.contains(&State::Runnable) {
-            continue;
+        (progressed, stuck)
+    }
+
+    /// Warp `w`'s exchange, when it can happen: `activemask` for the lanes at it, or the
+    /// operation all lanes wait at.
+    fn exchange(
+        &mut self,
+        w: usize,
+        lanes: std::ops::Range<usize>,
+        waiting: &[usize],
+    ) -> Result<(), String> {
+        let threads = self.threads;
+        // `activemask`: the lanes at it now, once none of the warp can run further.
+        let at_mask: Vec<usize> = (waiting.iter().copied())
+            .filter(|&i| threads[i].warp_op.get() == Some(WarpOp::ActiveMask))
+            .collect();
+        if !at_mask.is_empty() {
+            let mask = at_mask.iter().fold(0u32, |m, &i| m | 1 << (i % 32));
+            for &i in &at_mask {
+                self.resume_lane(i, mask);
+            }
+            return Ok(());
         }
-        if stuck_warp.is_none() && state.iter().all(|&s| s == State::AtBarrier) {
-            block.epoch.set(block.epoch.get() + 1);
-            state.fill(State::Runnable);
-            continue;
+        if waiting.len() < lanes.len() {
+            let op = (threads[waiting[0]].warp_op.get()).map_or("a warp operation", |o| o.name());
+            return Err(format!(
+                "warp {w}: some lanes wait at {op} (full mask) while others exited or wait at sync_threads"
+            ));
         }
-        let set = |want: State| ThreadSet((0..n).filter(|&i| state[i as usize] == want).collect());
+        let ops: Vec<_> = (lanes.clone())
+            .map(|i| (threads[i].warp_op.get()).expect("a lane at a warp operation deposited it"))
+            .collect();
+        let results = warp::resolve(&ops).map_err(|what| format!("warp {w}: {what}"))?;
+        for (i, r) in lanes.zip(results) {
+            self.resume_lane(i, r);
+        }
+        Ok(())
+    }
+
+    fn resume_lane(&mut self, i: usize, result: u32) {
+        self.threads[i].warp_result.set(result);
+        self.threads[i].warp_op.set(None);
+        self.state[i] = State::Runnable;
+    }
+
+    /// Nothing can run: who waits where.
+    fn deadlock(&self, stuck_warp: Option<String>) -> Failure {
+        let set = |want: State| {
+            let n = self.state.len() as u32;
+            ThreadSet((0..n).filter(|&i| self.state[i as usize] == want).collect())
+        };
         let what = stuck_warp.unwrap_or_else(|| {
             "some threads wait at sync_threads, which every thread of the block must reach, but the others exited".to_string()
         });
-        break Err(Failure::Error(Box::new(EmuError::Deadlock {
-            kernel: launch.kernel,
-            block: block_idx,
+        Failure::Error(Box::new(EmuError::Deadlock {
+            kernel: self.launch.kernel,
+            block: self.block_idx,
             what,
             at_barrier: set(State::AtBarrier),
             at_warp: set(State::AtWarp),
             exited: set(State::Exited),
-        })));
-    };
-    // Suspended coroutines (after a failure) are unwound here, while `threads` is alive.
-    drop(cos);
-    result.map(|()| block.trace.take())
+        }))
+    }
 }

@@ -387,30 +387,71 @@ fn arch_guard(o: &Options) -> TokenStream {
     }
 }
 
-fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Expr> {
-    let guard = arch_guard(o);
-    let level = level_tokens(o.level);
-    let dist = o.distance;
-    let dist_lit = syn::LitInt::new(&dist.to_string(), o.distance_span);
-    let label = &f.label;
-    let pat = &f.pat;
-    let body = &f.body;
-    let attrs = &f.attrs;
-    let pf = quote!(::lookahead_device::prefetch);
-    let ul = quote!(::lookahead_device::uvm::loops);
-    let m = Span::mixed_site();
-    let snap = Ident::new("__lk_snap", m);
-    let idx = Ident::new("__lk_i", m);
-    let k = Ident::new("__lk_k", m);
-    let j = Ident::new("__lk_j", m);
-    let scope = Ident::new("__lk_iteration", m);
-    let q = Ident::new("__lk_queue", m);
-    let queue_let = o.queue.as_ref().map(|qe| {
-        quote_spanned! {qe.span()=>
-            let #q: &::lookahead_device::uvm::RequestQueue = &(#qe);
-        }
-    });
+/// What every loop rewrite shares: the options, and the names the generated code uses
+/// (mixed-site, so they never clash with the user's).
+struct Gen<'a> {
+    o: &'a Options,
+    level: TokenStream,
+    dist: syn::LitInt,
+    pf: TokenStream,
+    ul: TokenStream,
+    q: Ident,
+    scope: Ident,
+    ahead: Ident,
+    j: Ident,
+}
 
+fn mixed(name: &str) -> Ident {
+    Ident::new(name, Span::mixed_site())
+}
+
+impl<'a> Gen<'a> {
+    fn new(o: &'a Options) -> Self {
+        Gen {
+            o,
+            level: level_tokens(o.level),
+            dist: syn::LitInt::new(&o.distance.to_string(), o.distance_span),
+            pf: quote!(::lookahead_device::prefetch),
+            ul: quote!(::lookahead_device::uvm::loops),
+            q: mixed("__lk_queue"),
+            scope: mixed("__lk_iteration"),
+            ahead: mixed("__lk_ahead"),
+            j: mixed("__lk_j"),
+        }
+    }
+
+    /// `let <queue> = &(q);` when the loop requests through a queue.
+    fn queue_let(&self) -> TokenStream {
+        let q = &self.q;
+        match &self.o.queue {
+            Some(qe) => quote_spanned! {qe.span()=>
+                let #q: &::lookahead_device::uvm::RequestQueue = &(#qe);
+            },
+            None => quote!(),
+        }
+    }
+
+    /// With a queue: before the loop, ask for what the first `distance` iterations read
+    /// (`fetch(j)` for iteration number `j`, guarded by `valid(j)`).
+    fn requests_before(&self, fetch: TokenStream) -> TokenStream {
+        if self.o.queue.is_none() {
+            return quote!();
+        }
+        let (pf, scope, j, dist) = (&self.pf, &self.scope, &self.j, &self.dist);
+        quote! {{
+            let #scope = #pf::IterationScope::outside();
+            let mut #j: usize = 0;
+            while #j < #dist {
+                #fetch
+                #j += 1;
+            }
+            ::core::mem::drop(#scope);
+        }}
+    }
+}
+
+fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Expr> {
+    let g = Gen::new(o);
     let iter = strip(&f.expr);
     // Integer ranges, optionally `.step_by(s)`.
     let (range, step) = match iter {
@@ -424,241 +465,267 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
         _ => (None, None),
     };
     if let Some(r) = range {
-        let (Some(start), Some(end)) = (&r.start, &r.end) else {
-            return Err(syn::Error::new(r.span(), format!("#[prefetch_next] needs a bounded range (`a..b` or `a..=b`) so it never prefetches past the end; {FORMS}")));
-        };
-        let var = match &**pat {
-            Pat::Ident(pi) if pi.subpat.is_none() => pi.ident.clone(),
-            other => {
-                return Err(syn::Error::new(
-                    other.span(),
-                    "#[prefetch_next] on a range needs a plain loop variable (`for i in ...`)",
-                ))
-            }
-        };
-        let targets: Vec<Target> = if o.of.is_empty() {
-            let mut finder = IndexFinder {
-                var: &var,
-                found: Vec::new(),
-            };
-            finder.visit_block(body);
-            finder.found.into_iter().map(Target::Element).collect()
-        } else {
-            o.of.iter()
-                .map(|t| {
-                    if mentions(t, &var) {
-                        Target::Whole(t.clone())
-                    } else {
-                        Target::Element(t.clone())
-                    }
-                })
-                .collect()
-        };
-        if targets.is_empty() {
-            return Err(syn::Error::new(
-                attr_span,
-                format!("#[prefetch_next]: nothing to prefetch: the body indexes no slice with `{var}` (`x[{var}]`); name the slices with `of(x, y)`, or the range an iteration reads with `of(x.part(a..b))`"),
-            ));
-        }
-        let start_id = Ident::new("__lk_start", m);
-        let end_id = Ident::new("__lk_end", m);
-        let step_id = Ident::new("__lk_step", m);
-        let ahead = Ident::new("__lk_ahead", m);
-        let inclusive = matches!(r.limits, RangeLimits::Closed(_));
-        let in_bounds = if inclusive {
-            quote!(#ahead <= (#end_id as usize))
-        } else {
-            quote!(#ahead < (#end_id as usize))
-        };
-        let range_expr = if inclusive {
-            quote!(#start_id..=#end_id)
-        } else {
-            quote!(#start_id..#end_id)
-        };
-        let (step_let, iter_expr) = match &step {
-            Some(s) => (
-                quote!(let #step_id: usize = #s;),
-                quote!(::core::iter::Iterator::step_by(#range_expr, #step_id)),
-            ),
-            None => (quote!(let #step_id: usize = 1;), quote!(#range_expr)),
-        };
-        let n = targets.len();
-        // What iteration `#ahead` (a loop value, as usize) reads, prefetched or requested.
-        let fetch_ahead: Vec<TokenStream> = targets
-            .iter()
-            .enumerate()
-            .map(|(kk, t)| {
-                let flag = quote!(#ul::flag(#ahead, #n, #kk));
-                match (t, &o.queue) {
-                    (Target::Element(t), None) => {
-                        quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
-                    }
-                    (Target::Element(t), Some(_)) => quote_spanned! {t.span()=>
-                        let _ = #ul::request_index(#q, #flag, &#t, #ahead, #level);
-                    },
-                    (Target::Whole(t), None) => quote_spanned! {t.span()=> {
-                        let #var = #pf::index_like(#ahead, &#start_id);
-                        #pf::prefetch_all(&(#t), #level);
-                    }},
-                    (Target::Whole(t), Some(_)) => quote_spanned! {t.span()=> {
-                        let #var = #pf::index_like(#ahead, &#start_id);
-                        let _ = #ul::request_all(#q, #flag, &(#t), #level);
-                    }},
-                }
-            })
-            .collect();
-        // With a queue: ask for the first `distance` iterations before the loop, and wait
-        // for each iteration's ranges before its body.
-        let (before, waits) = if o.queue.is_some() {
-            let waits: Vec<TokenStream> = targets
-                .iter()
-                .enumerate()
-                .map(|(kk, t)| {
-                    let flag = quote!(#ul::flag(#var as usize, #n, #kk));
-                    match t {
-                        Target::Element(t) => quote_spanned! {t.span()=>
-                            let _ = #ul::wait_ready(#q, #flag, &#t);
-                        },
-                        Target::Whole(t) => quote_spanned! {t.span()=>
-                            let _ = #ul::wait_ready_for(#q, #flag, || #t);
-                        },
-                    }
-                })
-                .collect();
-            let before = quote! {{
-                let #scope = #pf::IterationScope::outside();
-                let mut #j: usize = 0;
-                while #j < #dist_lit {
-                    if let ::core::option::Option::Some(#ahead) =
-                        (#start_id as usize).checked_add(#j * #step_id)
-                    {
-                        if #in_bounds {
-                            #(#fetch_ahead)*
-                        }
-                    }
-                    #j += 1;
-                }
-                ::core::mem::drop(#scope);
-            }};
-            (before, quote!(#(#waits)*))
-        } else {
-            (quote!(), quote!())
-        };
-        return Ok(syn::parse_quote_spanned! {f.span()=> {
-            #guard
-            #queue_let
-            let #start_id = #start;
-            let #end_id = #end;
-            #step_let
-            #before
-            #(#attrs)*
-            #label for #pat in #iter_expr {
-                // Names the iteration in the emulator's prefetch trace; nothing on the GPU.
-                let #scope = #pf::IterationScope::enter(#var as usize);
-                if let ::core::option::Option::Some(#ahead) =
-                    (#var as usize).checked_add(#dist_lit * #step_id)
-                {
-                    if #in_bounds {
-                        #(#fetch_ahead)*
-                    }
-                }
-                #waits
-                #body
-            }
-        }});
+        return rewrite_range_loop(&g, f, r, step, attr_span);
     }
-
-    // Iteration over a slice or its chunks.
     if let Expr::MethodCall(mc) = iter {
-        let method = mc.method.to_string();
-        let recv = &mc.receiver;
-        let by_elem = matches!(method.as_str(), "iter" | "iter_mut") && mc.args.is_empty();
-        let by_chunk = matches!(
-            method.as_str(),
-            "chunks" | "chunks_mut" | "chunks_exact" | "chunks_exact_mut"
-        ) && mc.args.len() == 1;
-        if by_elem || by_chunk {
-            if !is_place(recv) {
-                return Err(syn::Error::new(
-                    recv.span(),
-                    "#[prefetch_next]: bind the slice to a variable first (`let xs = ...; for x in xs.iter()`), so it is evaluated once",
-                ));
-            }
-            if let Some(span) = o.of_span {
-                return Err(syn::Error::new(
-                    span,
-                    format!("`of(...)` is for range loops (`for i in a..b`); a `.{method}()` loop prefetches from `{}` itself: remove `of(...)`", quote!(#recv).to_string().replace(' ', "")),
-                ));
-            }
-            let method_id = &mc.method;
-            let exact = method.contains("exact");
-            // Fetch (prefetch, or with a queue request) what iteration `$c` reads.
-            let fetch = |c: TokenStream| -> TokenStream {
-                match (&o.queue, by_elem) {
-                    (None, true) => quote!(#pf::prefetch_index(&#snap, #c, #level);),
-                    (None, false) => {
-                        quote!(#pf::prefetch_chunk(&#snap, #c, #k, #exact, #level);)
-                    }
-                    (Some(_), true) => quote! {
-                        let _ = #ul::request_index(#q, #ul::flag(#c, 1, 0), &#snap, #c, #level);
-                    },
-                    (Some(_), false) => quote! {
-                        let _ = #ul::request_chunk(#q, #ul::flag(#c, 1, 0), &#snap, #c, #k, #exact, #level);
-                    },
-                }
-            };
-            let c = Ident::new("__lk_c", m);
-            let fetch_ahead = fetch(quote!(#c));
-            let (before, wait) = if o.queue.is_some() {
-                let first = fetch(quote!(#j));
-                (
-                    quote! {{
-                        let #scope = #pf::IterationScope::outside();
-                        let mut #j: usize = 0;
-                        while #j < #dist_lit {
-                            #first
-                            #j += 1;
-                        }
-                        ::core::mem::drop(#scope);
-                    }},
-                    quote!(let _ = #ul::wait_ready(#q, #ul::flag(#idx, 1, 0), &#snap);),
-                )
-            } else {
-                (quote!(), quote!())
-            };
-            let chunk_let = if by_chunk {
-                let chunk = &mc.args[0];
-                quote!(let #k: usize = #chunk;)
-            } else {
-                quote!()
-            };
-            let iter_call = if by_chunk {
-                quote!(#recv.#method_id(#k))
-            } else {
-                quote!(#recv.#method_id())
-            };
-            return Ok(syn::parse_quote_spanned! {f.span()=> {
-                #guard
-                #queue_let
-                let #snap = #pf::Snapshot::of(&#recv);
-                #chunk_let
-                #before
-                #(#attrs)*
-                #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#iter_call) {
-                    let #scope = #pf::IterationScope::enter(#idx);
-                    if let ::core::option::Option::Some(#c) = #idx.checked_add(#dist_lit) {
-                        #fetch_ahead
-                    }
-                    #wait
-                    #body
-                }
-            }});
+        if let Some(e) = rewrite_slice_loop(&g, f, mc)? {
+            return Ok(e);
         }
     }
     Err(syn::Error::new(
         f.expr.span(),
         format!("#[prefetch_next] does not know what this loop reads ahead; {FORMS}"),
     ))
+}
+
+/// The targets of a range loop over `var`: the slices the body indexes with it, or `of(..)`.
+fn range_targets(
+    o: &Options,
+    body: &Block,
+    var: &Ident,
+    attr_span: Span,
+) -> syn::Result<Vec<Target>> {
+    let targets: Vec<Target> = if o.of.is_empty() {
+        let mut finder = IndexFinder {
+            var,
+            found: Vec::new(),
+        };
+        finder.visit_block(body);
+        finder.found.into_iter().map(Target::Element).collect()
+    } else {
+        (o.of.iter())
+            .map(|t| match mentions(t, var) {
+                true => Target::Whole(t.clone()),
+                false => Target::Element(t.clone()),
+            })
+            .collect()
+    };
+    if targets.is_empty() {
+        return Err(syn::Error::new(
+            attr_span,
+            format!("#[prefetch_next]: nothing to prefetch: the body indexes no slice with `{var}` (`x[{var}]`); name the slices with `of(x, y)`, or the range an iteration reads with `of(x.part(a..b))`"),
+        ));
+    }
+    Ok(targets)
+}
+
+/// What iteration `ahead` (a loop value, as usize) of a range loop reads, prefetched or
+/// requested, for each target.
+fn range_fetches(g: &Gen<'_>, targets: &[Target], var: &Ident, start: &Ident) -> Vec<TokenStream> {
+    let (pf, ul, q, level, ahead) = (&g.pf, &g.ul, &g.q, &g.level, &g.ahead);
+    let n = targets.len();
+    targets
+        .iter()
+        .enumerate()
+        .map(|(kk, t)| {
+            let flag = quote!(#ul::flag(#ahead, #n, #kk));
+            match (t, &g.o.queue) {
+                (Target::Element(t), None) => {
+                    quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
+                }
+                (Target::Element(t), Some(_)) => quote_spanned! {t.span()=>
+                    let _ = #ul::request_index(#q, #flag, &#t, #ahead, #level);
+                },
+                (Target::Whole(t), None) => quote_spanned! {t.span()=> {
+                    let #var = #pf::index_like(#ahead, &#start);
+                    #pf::prefetch_all(&(#t), #level);
+                }},
+                (Target::Whole(t), Some(_)) => quote_spanned! {t.span()=> {
+                    let #var = #pf::index_like(#ahead, &#start);
+                    let _ = #ul::request_all(#q, #flag, &(#t), #level);
+                }},
+            }
+        })
+        .collect()
+}
+
+/// With a queue: the waits for the current iteration's ranges, before its body.
+fn range_waits(g: &Gen<'_>, targets: &[Target], var: &Ident) -> TokenStream {
+    if g.o.queue.is_none() {
+        return quote!();
+    }
+    let (ul, q, n) = (&g.ul, &g.q, targets.len());
+    let waits = targets.iter().enumerate().map(|(kk, t)| {
+        let flag = quote!(#ul::flag(#var as usize, #n, #kk));
+        match t {
+            Target::Element(t) => quote_spanned! {t.span()=>
+                let _ = #ul::wait_ready(#q, #flag, &#t);
+            },
+            Target::Whole(t) => quote_spanned! {t.span()=>
+                let _ = #ul::wait_ready_for(#q, #flag, || #t);
+            },
+        }
+    });
+    quote!(#(#waits)*)
+}
+
+/// `for i in a..b` (`a..=b`, `.step_by(s)`): before iteration `i`'s body, fetch what
+/// iteration `i + distance * step` reads.
+fn rewrite_range_loop(
+    g: &Gen<'_>,
+    f: &ExprForLoop,
+    r: &syn::ExprRange,
+    step: Option<Expr>,
+    attr_span: Span,
+) -> syn::Result<Expr> {
+    let (Some(start), Some(end)) = (&r.start, &r.end) else {
+        return Err(syn::Error::new(r.span(), format!("#[prefetch_next] needs a bounded range (`a..b` or `a..=b`) so it never prefetches past the end; {FORMS}")));
+    };
+    let var = match &*f.pat {
+        Pat::Ident(pi) if pi.subpat.is_none() => pi.ident.clone(),
+        other => {
+            return Err(syn::Error::new(
+                other.span(),
+                "#[prefetch_next] on a range needs a plain loop variable (`for i in ...`)",
+            ))
+        }
+    };
+    let targets = range_targets(g.o, &f.body, &var, attr_span)?;
+    let (start_id, end_id, step_id) = (mixed("__lk_start"), mixed("__lk_end"), mixed("__lk_step"));
+    let (ahead, j, dist, pf, scope) = (&g.ahead, &g.j, &g.dist, &g.pf, &g.scope);
+    let inclusive = matches!(r.limits, RangeLimits::Closed(_));
+    let (in_bounds, range_expr) = if inclusive {
+        (
+            quote!(#ahead <= (#end_id as usize)),
+            quote!(#start_id..=#end_id),
+        )
+    } else {
+        (
+            quote!(#ahead < (#end_id as usize)),
+            quote!(#start_id..#end_id),
+        )
+    };
+    let (step_let, iter_expr) = match &step {
+        Some(s) => (
+            quote!(let #step_id: usize = #s;),
+            quote!(::core::iter::Iterator::step_by(#range_expr, #step_id)),
+        ),
+        None => (quote!(let #step_id: usize = 1;), quote!(#range_expr)),
+    };
+    let fetch = range_fetches(g, &targets, &var, &start_id);
+    let before = g.requests_before(quote! {
+        if let ::core::option::Option::Some(#ahead) = (#start_id as usize).checked_add(#j * #step_id) {
+            if #in_bounds {
+                #(#fetch)*
+            }
+        }
+    });
+    let (waits, guard, queue_let) = (
+        range_waits(g, &targets, &var),
+        arch_guard(g.o),
+        g.queue_let(),
+    );
+    let (label, pat, body, attrs) = (&f.label, &f.pat, &f.body, &f.attrs);
+    Ok(syn::parse_quote_spanned! {f.span()=> {
+        #guard
+        #queue_let
+        let #start_id = #start;
+        let #end_id = #end;
+        #step_let
+        #before
+        #(#attrs)*
+        #label for #pat in #iter_expr {
+            // Names the iteration in the emulator's prefetch trace; nothing on the GPU.
+            let #scope = #pf::IterationScope::enter(#var as usize);
+            if let ::core::option::Option::Some(#ahead) =
+                (#var as usize).checked_add(#dist * #step_id)
+            {
+                if #in_bounds {
+                    #(#fetch)*
+                }
+            }
+            #waits
+            #body
+        }
+    }})
+}
+
+/// `for x in xs.iter()` (`iter_mut`) and `for c in xs.chunks(k)` (and the `_mut`/`_exact`
+/// forms): before iteration `i`'s body, fetch element or chunk `i + distance` of `xs`.
+/// `None` when the call is none of these.
+fn rewrite_slice_loop(
+    g: &Gen<'_>,
+    f: &ExprForLoop,
+    mc: &syn::ExprMethodCall,
+) -> syn::Result<Option<Expr>> {
+    let method = mc.method.to_string();
+    let recv = &mc.receiver;
+    let by_elem = matches!(method.as_str(), "iter" | "iter_mut") && mc.args.is_empty();
+    let by_chunk = matches!(
+        method.as_str(),
+        "chunks" | "chunks_mut" | "chunks_exact" | "chunks_exact_mut"
+    ) && mc.args.len() == 1;
+    if !by_elem && !by_chunk {
+        return Ok(None);
+    }
+    if !is_place(recv) {
+        return Err(syn::Error::new(
+            recv.span(),
+            "#[prefetch_next]: bind the slice to a variable first (`let xs = ...; for x in xs.iter()`), so it is evaluated once",
+        ));
+    }
+    if let Some(span) = g.o.of_span {
+        return Err(syn::Error::new(
+            span,
+            format!("`of(...)` is for range loops (`for i in a..b`); a `.{method}()` loop prefetches from `{}` itself: remove `of(...)`", quote!(#recv).to_string().replace(' ', "")),
+        ));
+    }
+    let (snap, idx, k, c) = (
+        mixed("__lk_snap"),
+        mixed("__lk_i"),
+        mixed("__lk_k"),
+        mixed("__lk_c"),
+    );
+    let (pf, ul, q, level, dist, scope, j) =
+        (&g.pf, &g.ul, &g.q, &g.level, &g.dist, &g.scope, &g.j);
+    let exact = method.contains("exact");
+    // Fetch (prefetch, or with a queue request) what iteration `$c` reads.
+    let fetch = |c: TokenStream| -> TokenStream {
+        match (&g.o.queue, by_elem) {
+            (None, true) => quote!(#pf::prefetch_index(&#snap, #c, #level);),
+            (None, false) => quote!(#pf::prefetch_chunk(&#snap, #c, #k, #exact, #level);),
+            (Some(_), true) => quote! {
+                let _ = #ul::request_index(#q, #ul::flag(#c, 1, 0), &#snap, #c, #level);
+            },
+            (Some(_), false) => quote! {
+                let _ = #ul::request_chunk(#q, #ul::flag(#c, 1, 0), &#snap, #c, #k, #exact, #level);
+            },
+        }
+    };
+    let fetch_ahead = fetch(quote!(#c));
+    let before = g.requests_before(fetch(quote!(#j)));
+    let wait = match &g.o.queue {
+        Some(_) => quote!(let _ = #ul::wait_ready(#q, #ul::flag(#idx, 1, 0), &#snap);),
+        None => quote!(),
+    };
+    let method_id = &mc.method;
+    let (chunk_let, iter_call) = if by_chunk {
+        let chunk = &mc.args[0];
+        (
+            quote!(let #k: usize = #chunk;),
+            quote!(#recv.#method_id(#k)),
+        )
+    } else {
+        (quote!(), quote!(#recv.#method_id()))
+    };
+    let (guard, queue_let) = (arch_guard(g.o), g.queue_let());
+    let (label, pat, body, attrs) = (&f.label, &f.pat, &f.body, &f.attrs);
+    Ok(Some(syn::parse_quote_spanned! {f.span()=> {
+        #guard
+        #queue_let
+        let #snap = #pf::Snapshot::of(&#recv);
+        #chunk_let
+        #before
+        #(#attrs)*
+        #label for (#idx, #pat) in ::core::iter::Iterator::enumerate(#iter_call) {
+            let #scope = #pf::IterationScope::enter(#idx);
+            if let ::core::option::Option::Some(#c) = #idx.checked_add(#dist) {
+                #fetch_ahead
+            }
+            #wait
+            #body
+        }
+    }}))
 }
 
 /// `#[prefetch_next]` reached by itself: it was not inside a `#[kernel]`/`#[device_fn]`.

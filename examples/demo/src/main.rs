@@ -191,93 +191,7 @@ fn run(dev: &Device, args: &Args) -> Result<Vec<Check>, Error> {
     let started = std::time::Instant::now();
     let mut checks = Vec::new();
     for &memory in dev.memories() {
-        let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
-        let y: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
-        let a: f32 = rng.gen_range(-4.0..4.0);
-
-        // saxpy
-        let dx = Buffer::new(dev, memory, &x)?;
-        let mut dy = Buffer::new(dev, memory, &y)?;
-        let cfg = LaunchConfig::for_len(n, demo_kernels::BLOCK_SIZE);
-        launch!(dev, demo_kernels::saxpy::launch, cfg, [a], &dx, &mut dy)?;
-        dev.synchronize()?;
-        let got = dy.read(dev)?;
-        let worst = (0..n)
-            .map(|i| (got[i] - a.mul_add(x[i], y[i])).abs())
-            .fold(0.0f32, f32::max);
-        checks.push(Check {
-            name: format!("saxpy on {memory} memory"),
-            ok: worst <= 1e-6,
-            detail: format!("max |err| = {worst:.2e}"),
-        });
-
-        // reduction with atomics
-        let mut out = Buffer::new(dev, memory, &[0.0f32])?;
-        let cfg =
-            LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, demo_kernels::BLOCK_SIZE * 4);
-        launch!(
-            dev,
-            demo_kernels::reduce_sum::launch,
-            cfg,
-            [],
-            &dx,
-            &mut out
-        )?;
-        dev.synchronize()?;
-        let got = out.read(dev)?[0] as f64;
-        let want: f64 = x.iter().map(|&v| v as f64).sum();
-        let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
-        let rel = (got - want).abs() / scale;
-        checks.push(Check {
-            name: format!("reduce_sum (atomics) on {memory} memory"),
-            ok: rel <= 1e-5,
-            detail: format!("got {got:.4}, want {want:.4}, |err|/sum|x| = {rel:.1e}"),
-        });
-
-        // prefetching copies: y is poisoned with NaN first, so an unwritten element fails.
-        type Copy = fn(&Device, LaunchConfig, &Buffer, &mut Buffer) -> Result<(), Error>;
-        let copies: [(&str, Copy, LaunchConfig); 3] = [
-            (
-                "copy_prefetch_l2",
-                |d, c, x, y| launch!(d, demo_kernels::copy_prefetch_l2::launch, c, [], x, y),
-                LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, 1024),
-            ),
-            (
-                "copy_prefetch_l2_evict_last",
-                |d, c, x, y| {
-                    launch!(
-                        d,
-                        demo_kernels::copy_prefetch_l2_evict_last::launch,
-                        c,
-                        [],
-                        x,
-                        y
-                    )
-                },
-                LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, 1024),
-            ),
-            (
-                "copy_prefetch_bulk",
-                |d, c, x, y| launch!(d, demo_kernels::copy_prefetch_bulk::launch, c, [], x, y),
-                LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, 264),
-            ),
-        ];
-        for (kernel, launch, cfg) in copies {
-            let mut dy = Buffer::new(dev, memory, &vec![f32::NAN; n])?;
-            launch(dev, cfg, &dx, &mut dy)?;
-            dev.synchronize()?;
-            let got = dy.read(dev)?;
-            let wrong = got
-                .iter()
-                .zip(&x)
-                .filter(|(g, w)| g.to_bits() != w.to_bits())
-                .count();
-            checks.push(Check {
-                name: format!("{kernel} on {memory} memory"),
-                ok: wrong == 0,
-                detail: format!("{wrong} of {n} elements differ"),
-            });
-        }
+        checks.extend(check_memory(dev, memory, n, &mut rng)?);
     }
     if let Device::Emulator(_) = dev {
         println!(
@@ -285,6 +199,103 @@ fn run(dev: &Device, args: &Args) -> Result<Vec<Check>, Error> {
             5 * dev.memories().len(),
             started.elapsed().as_secs_f64()
         );
+    }
+    Ok(checks)
+}
+
+/// Runs every kernel on `memory` (fresh random inputs) and checks it against the CPU.
+fn check_memory(
+    dev: &Device,
+    memory: &str,
+    n: usize,
+    rng: &mut rand::rngs::StdRng,
+) -> Result<Vec<Check>, Error> {
+    let mut checks = Vec::new();
+    let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let y: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let a: f32 = rng.gen_range(-4.0..4.0);
+
+    // saxpy
+    let dx = Buffer::new(dev, memory, &x)?;
+    let mut dy = Buffer::new(dev, memory, &y)?;
+    let cfg = LaunchConfig::for_len(n, demo_kernels::BLOCK_SIZE);
+    launch!(dev, demo_kernels::saxpy::launch, cfg, [a], &dx, &mut dy)?;
+    dev.synchronize()?;
+    let got = dy.read(dev)?;
+    let worst = (0..n)
+        .map(|i| (got[i] - a.mul_add(x[i], y[i])).abs())
+        .fold(0.0f32, f32::max);
+    checks.push(Check {
+        name: format!("saxpy on {memory} memory"),
+        ok: worst <= 1e-6,
+        detail: format!("max |err| = {worst:.2e}"),
+    });
+
+    // reduction with atomics
+    let mut out = Buffer::new(dev, memory, &[0.0f32])?;
+    let cfg = LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, demo_kernels::BLOCK_SIZE * 4);
+    launch!(
+        dev,
+        demo_kernels::reduce_sum::launch,
+        cfg,
+        [],
+        &dx,
+        &mut out
+    )?;
+    dev.synchronize()?;
+    let got = out.read(dev)?[0] as f64;
+    let want: f64 = x.iter().map(|&v| v as f64).sum();
+    let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
+    let rel = (got - want).abs() / scale;
+    checks.push(Check {
+        name: format!("reduce_sum (atomics) on {memory} memory"),
+        ok: rel <= 1e-5,
+        detail: format!("got {got:.4}, want {want:.4}, |err|/sum|x| = {rel:.1e}"),
+    });
+
+    // prefetching copies: y is poisoned with NaN first, so an unwritten element fails.
+    type Copy = fn(&Device, LaunchConfig, &Buffer, &mut Buffer) -> Result<(), Error>;
+    let copies: [(&str, Copy, LaunchConfig); 3] = [
+        (
+            "copy_prefetch_l2",
+            |d, c, x, y| launch!(d, demo_kernels::copy_prefetch_l2::launch, c, [], x, y),
+            LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, 1024),
+        ),
+        (
+            "copy_prefetch_l2_evict_last",
+            |d, c, x, y| {
+                launch!(
+                    d,
+                    demo_kernels::copy_prefetch_l2_evict_last::launch,
+                    c,
+                    [],
+                    x,
+                    y
+                )
+            },
+            LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, 1024),
+        ),
+        (
+            "copy_prefetch_bulk",
+            |d, c, x, y| launch!(d, demo_kernels::copy_prefetch_bulk::launch, c, [], x, y),
+            LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, 264),
+        ),
+    ];
+    for (kernel, launch, cfg) in copies {
+        let mut dy = Buffer::new(dev, memory, &vec![f32::NAN; n])?;
+        launch(dev, cfg, &dx, &mut dy)?;
+        dev.synchronize()?;
+        let got = dy.read(dev)?;
+        let wrong = got
+            .iter()
+            .zip(&x)
+            .filter(|(g, w)| g.to_bits() != w.to_bits())
+            .count();
+        checks.push(Check {
+            name: format!("{kernel} on {memory} memory"),
+            ok: wrong == 0,
+            detail: format!("{wrong} of {n} elements differ"),
+        });
     }
     Ok(checks)
 }
