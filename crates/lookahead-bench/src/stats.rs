@@ -1,0 +1,40 @@
+//! Statistics of repeated measurements. The median, [`Summary`], [`quantile`] and the
+//! CUDA-event timers are [`lookahead::timing`]'s, re-exported so a benchmark finds them here;
+//! this module adds how a summary is shown in a table and the transfer rate.
+
+pub use lookahead::timing::{median, quantile, repeat_on_stream, time_on_stream, Summary};
+
+/// `median [min, max]` of `s`, each multiplied by `scale` (1e3 turns seconds into
+/// milliseconds) and written with `decimals` digits after the point: `0.2913 [0.2896, 0.2937]`.
+pub fn median_range(s: &Summary, scale: f64, decimals: usize) -> String {
+    format!(
+        "{:.d$} [{:.d$}, {:.d$}]",
+        s.median * scale,
+        s.min * scale,
+        s.max * scale,
+        d = decimals
+    )
+}
+
+/// Gigabytes (1e9 bytes) per second for `bytes` moved in `seconds`; 0 when `seconds` is not
+/// positive.
+pub fn gb_per_s(bytes: f64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_median_and_range() {
+        let s = Summary::of(&[0.003, 0.001, 0.002]).unwrap();
+        assert_eq!(median_range(&s, 1e3, 2), "2.00 [1.00, 3.00]");
+        assert_eq!(gb_per_s(2e9, 0.5), 4.0);
+        assert_eq!(gb_per_s(1.0, 0.0), 0.0);
+    }
+}
