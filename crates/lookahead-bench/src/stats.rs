@@ -16,6 +16,16 @@ pub fn median_range(s: &Summary, scale: f64, decimals: usize) -> String {
     )
 }
 
+/// Runs `measure` once as a warm-up, then `repeats` times; the repeats' results (a time, a
+/// rate), in order. The first error stops the runs and is returned.
+pub fn repeat_after_warmup<E>(
+    repeats: usize,
+    mut measure: impl FnMut() -> Result<f64, E>,
+) -> Result<Vec<f64>, E> {
+    measure()?;
+    (0..repeats).map(|_| measure()).collect()
+}
+
 /// Gigabytes (1e9 bytes) per second for `bytes` moved in `seconds`; 0 when `seconds` is not
 /// positive.
 pub fn gb_per_s(bytes: f64, seconds: f64) -> f64 {
@@ -36,5 +46,25 @@ mod tests {
         assert_eq!(median_range(&s, 1e3, 2), "2.00 [1.00, 3.00]");
         assert_eq!(gb_per_s(2e9, 0.5), 4.0);
         assert_eq!(gb_per_s(1.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn the_warm_up_is_left_out() {
+        let mut run = 0.0;
+        let times = repeat_after_warmup(3, || {
+            run += 1.0;
+            Ok::<f64, ()>(run)
+        });
+        assert_eq!(times, Ok(vec![2.0, 3.0, 4.0]));
+        let mut calls = 0;
+        let failed = repeat_after_warmup(3, || {
+            calls += 1;
+            if calls == 2 {
+                Err("second run failed")
+            } else {
+                Ok(1.0)
+            }
+        });
+        assert_eq!((failed, calls), (Err("second run failed"), 2));
     }
 }
