@@ -44,6 +44,19 @@ pub mod table;
 
 pub use error::{Error, Result};
 
+/// Names the driver call a `cudarc` driver error came from, as `lookahead`'s own calls do:
+/// `unsafe { result::malloc_sync(n) }.during("cuMemAlloc")?`.
+pub trait DriverCall<T> {
+    /// The error as [`lookahead::Error::Driver`] naming `call`.
+    fn during(self, call: &'static str) -> lookahead::Result<T>;
+}
+
+impl<T> DriverCall<T> for std::result::Result<T, cudarc::driver::DriverError> {
+    fn during(self, call: &'static str) -> lookahead::Result<T> {
+        self.map_err(|source| lookahead::Error::Driver { call, source })
+    }
+}
+
 /// The exit status of a benchmark whose run returned `result`: success when it returned
 /// `Ok(true)` (every check passed), failure for `Ok(false)` or an error (printed to stderr as
 /// `error: ...`), and 2 when the error is [`lookahead::Error::NoDriver`] or
@@ -81,5 +94,23 @@ mod tests {
             ExitCode::from(2)
         );
         assert_eq!(exit_code(Err("broken".into()), ""), ExitCode::FAILURE);
+    }
+
+    #[test]
+    fn driver_errors_name_their_call() {
+        use cudarc::driver::{sys::cudaError_enum, DriverError};
+        let e = Err::<(), _>(DriverError(cudaError_enum::CUDA_ERROR_INVALID_VALUE))
+            .during("cuMemAlloc")
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                lookahead::Error::Driver {
+                    call: "cuMemAlloc",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }
