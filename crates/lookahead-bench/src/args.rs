@@ -9,19 +9,30 @@
 use std::fmt::Display;
 use std::str::FromStr;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 
-/// Parses the process's arguments into `A`, every option allowed a leading `-` in its value
-/// so that negative numbers reach the value parsers; prints clap's message and exits (status
-/// 2, or 0 for `--help`) when they do not parse.
-pub fn parse<A: Parser>() -> A {
+/// Checks of a program's arguments that need more than one flag, run right after clap has
+/// parsed them; the default accepts everything.
+pub trait Validate: Parser {
+    /// `Err(message)` when the flags do not go together; the message names the flags and
+    /// what is accepted (see [`at_most`]).
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Parses the process's arguments into `A` and [validates](Validate) them, every option
+/// allowed a leading `-` in its value so that negative numbers reach the value parsers;
+/// prints clap's message and exits (status 2, or 0 for `--help`) when they do not parse.
+pub fn parse<A: Validate>() -> A {
     try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
 }
 
 /// [`parse`] over `args` (the program's name first), returning clap's error.
 pub fn try_parse_from<A, I, T>(args: I) -> Result<A, clap::Error>
 where
-    A: Parser,
+    A: Validate,
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
@@ -33,7 +44,34 @@ where
         }
     });
     let mut matches = cmd.try_get_matches_from_mut(args)?;
-    A::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+    let parsed = A::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))?;
+    parsed
+        .validate()
+        .map_err(|message| cmd.error(ErrorKind::ValueValidation, message))?;
+    Ok(parsed)
+}
+
+/// [`try_parse_from`] over the arguments that follow the program's name, for tests:
+/// `try_parse::<Args>(&["--reps", "0"])`.
+pub fn try_parse<A: Validate>(args: &[&str]) -> Result<A, clap::Error> {
+    let name = A::command().get_name().to_string();
+    try_parse_from(std::iter::once(name.as_str()).chain(args.iter().copied()))
+}
+
+/// Checks that the value `value` of `flag` is no greater than `limit`, the value of
+/// `limit_flag`: `--nprobe 9: expected at most --nlist (8)`.
+pub fn at_most<T: PartialOrd + Display>(
+    flag: &str,
+    value: T,
+    limit_flag: &str,
+    limit: T,
+) -> Result<(), String> {
+    if value > limit {
+        return Err(format!(
+            "{flag} {value}: expected at most {limit_flag} ({limit})"
+        ));
+    }
+    Ok(())
 }
 
 /// A value parser for a whole number of at least `min`:
@@ -113,9 +151,14 @@ mod tests {
         quick: bool,
     }
 
+    impl Validate for Demo {
+        fn validate(&self) -> Result<(), String> {
+            at_most("--reps", self.reps as u32, "--dim", self.dim)
+        }
+    }
+
     fn error(args: &[&str]) -> String {
-        let argv = std::iter::once("demo").chain(args.iter().copied());
-        try_parse_from::<Demo, _, _>(argv).unwrap_err().to_string()
+        try_parse::<Demo>(args).unwrap_err().to_string()
     }
 
     #[test]
@@ -165,5 +208,7 @@ mod tests {
         );
         let e = error(&["--dim", "x"]);
         assert!(e.contains("from 1 to 128"), "{e}");
+        let e = error(&["--dim", "4"]);
+        assert!(e.contains("--reps 5: expected at most --dim (4)"), "{e}");
     }
 }

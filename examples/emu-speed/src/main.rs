@@ -13,7 +13,7 @@ use std::time::Instant;
 use clap::Parser;
 use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
-use lookahead_bench::args::at_least;
+use lookahead_bench::args::{at_least, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use lookahead_bench::stats::{median, repeat_after_warmup};
@@ -38,6 +38,8 @@ struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
 }
+
+impl Validate for Args {}
 
 fn main() -> ExitCode {
     let args: Args = lookahead_bench::args::parse();
@@ -104,13 +106,31 @@ fn saxpy_row(args: &Args, workers: usize) -> Res<[String; 5]> {
         Ok(s)
     })?;
     let m = median(&times).ok_or("no timed runs")?;
-    Ok([
-        "saxpy".into(),
-        workers.to_string(),
+    let rate = format!("{:.1} M elements/s", n as f64 / m / 1e6);
+    Ok(speed_row(
+        "saxpy",
+        workers,
         format!("{n} elements"),
-        format!("{:.1} ms", m * 1e3),
-        format!("{:.1} M elements/s", n as f64 / m / 1e6),
-    ])
+        m,
+        rate,
+    ))
+}
+
+/// A row of the table: kernel, workers, work, median time and rate.
+fn speed_row(
+    kernel: &str,
+    workers: usize,
+    work: String,
+    seconds: f64,
+    rate: String,
+) -> [String; 5] {
+    [
+        kernel.into(),
+        workers.to_string(),
+        work,
+        format!("{:.1} ms", seconds * 1e3),
+        rate,
+    ]
 }
 
 /// The IVF scan on a small index: 20 000 vectors of 32 floats in 64 lists, 200 queries,
@@ -166,17 +186,18 @@ impl ScanSetup {
             Ok(r.scan_seconds)
         })?;
         let m = median(&times).ok_or("no timed runs")?;
-        Ok([
-            "IVF scan (20k x 32, 64 lists, 200 queries, nprobe 4)".into(),
-            workers.to_string(),
+        let rate = format!(
+            "{:.1} M floats/s ({:.2} M vectors/s)",
+            floats as f64 / m / 1e6,
+            floats as f64 / 32.0 / m / 1e6
+        );
+        Ok(speed_row(
+            "IVF scan (20k x 32, 64 lists, 200 queries, nprobe 4)",
+            workers,
             format!("{floats} floats compared"),
-            format!("{:.1} ms", m * 1e3),
-            format!(
-                "{:.1} M floats/s ({:.2} M vectors/s)",
-                floats as f64 / m / 1e6,
-                floats as f64 / 32.0 / m / 1e6
-            ),
-        ])
+            m,
+            rate,
+        ))
     }
 }
 
@@ -184,24 +205,19 @@ impl ScanSetup {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
-        lookahead_bench::args::try_parse_from(
-            std::iter::once("emu_speed").chain(args.iter().copied()),
-        )
-    }
+    use lookahead_bench::args::try_parse;
 
     #[test]
     fn arguments_are_checked() {
         Args::command().debug_assert();
-        let e = parse(&["--reps", "0"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--reps", "0"]).unwrap_err().to_string();
         assert!(
             e.contains("'--reps <REPS>'") && e.contains("at least 1"),
             "{e}"
         );
-        let e = parse(&["--n", "-5"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--n", "-5"]).unwrap_err().to_string();
         assert!(e.contains("'--n <N>'") && e.contains("at least 1"), "{e}");
-        assert_eq!(parse(&["--reps", "2"]).unwrap().reps, 2);
+        assert_eq!(try_parse::<Args>(&["--reps", "2"]).unwrap().reps, 2);
     }
 
     #[test]
@@ -217,7 +233,7 @@ mod tests {
 
     #[test]
     fn one_small_run_fills_the_table() {
-        let args = parse(&["--n", "4096", "--reps", "1"]).unwrap();
+        let args = try_parse::<Args>(&["--n", "4096", "--reps", "1"]).unwrap();
         let row = saxpy_row(&args, 1).unwrap();
         assert_eq!(row[2], "4096 elements");
     }

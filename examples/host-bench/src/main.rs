@@ -17,15 +17,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use cudarc::driver::{result, sys, CudaStream};
 use lookahead::range::ByteRange;
 use lookahead::{
     Error, Gpu, GrowableVec, Location, ManagedBuffer, PrefetchEngine, PrefetchOptions, Result,
     VecOptions,
 };
-use lookahead_bench::args::at_least;
+use lookahead_bench::args::{at_least, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use lookahead_bench::stats::{gb_per_s, median, repeat_after_warmup, time_on_stream};
@@ -64,21 +63,18 @@ struct Args {
     out: PathBuf,
 }
 
-impl Args {
-    /// What one flag alone cannot check: the reported size must be one the doublings reach.
-    fn check(self) -> std::result::Result<Args, clap::Error> {
+impl Validate for Args {
+    /// The reported size must be one the doublings reach.
+    fn validate(&self) -> std::result::Result<(), String> {
         let r = self.report_vec_gib;
         if !r.is_power_of_two() || r > self.max_vec_gib {
-            return Err(Args::command().error(
-                ErrorKind::ValueValidation,
-                format!(
-                    "--report-vec-gib {r}: the growth doubles from 1 GiB up to --max-vec-gib {}, \
-                     so expected a power of two from 1 to {}",
-                    self.max_vec_gib, self.max_vec_gib
-                ),
+            return Err(format!(
+                "--report-vec-gib {r}: the growth doubles from 1 GiB up to --max-vec-gib {}, \
+                 so expected a power of two from 1 to {}",
+                self.max_vec_gib, self.max_vec_gib
             ));
         }
-        Ok(self)
+        Ok(())
     }
 }
 
@@ -98,9 +94,7 @@ impl Row {
 }
 
 fn main() -> ExitCode {
-    let args = lookahead_bench::args::parse::<Args>()
-        .check()
-        .unwrap_or_else(|e| e.exit());
+    let args: Args = lookahead_bench::args::parse();
     lookahead_bench::exit_code(start(&args), "This benchmark needs one.")
 }
 
@@ -652,31 +646,32 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> std::result::Result<Args, clap::Error> {
-        lookahead_bench::args::try_parse_from::<Args, _, _>(
-            std::iter::once("host_bench").chain(args.iter().copied()),
-        )?
-        .check()
-    }
+    use clap::CommandFactory;
+    use lookahead_bench::args::try_parse;
 
     #[test]
     fn arguments_are_checked() {
         Args::command().debug_assert();
-        let a = parse(&[]).unwrap();
+        let a = try_parse::<Args>(&[]).unwrap();
         assert_eq!((a.gib, a.report_vec_gib, a.max_vec_gib), (4, 32, 64));
-        let e = parse(&["--gib", "-1"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--gib", "-1"]).unwrap_err().to_string();
         assert!(
             e.contains("'--gib <GIB>'") && e.contains("at least 1"),
             "{e}"
         );
-        let e = parse(&["--repeats", "0"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--repeats", "0"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("'--repeats <REPEATS>'"), "{e}");
-        let e = parse(&["--report-vec-gib", "48"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--report-vec-gib", "48"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("a power of two from 1 to 64"), "{e}");
-        let e = parse(&["--max-vec-gib", "16"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--max-vec-gib", "16"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--report-vec-gib 32"), "{e}");
-        assert!(parse(&["--max-vec-gib", "16", "--report-vec-gib", "16"]).is_ok());
+        assert!(try_parse::<Args>(&["--max-vec-gib", "16", "--report-vec-gib", "16"]).is_ok());
     }
 
     fn row(section: &'static str, case: &str, ms: f64) -> Row {

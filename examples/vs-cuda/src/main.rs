@@ -33,7 +33,7 @@ use clap::builder::PossibleValuesParser;
 use clap::Parser;
 use cudarc::driver::sys;
 use lookahead::Gpu;
-use lookahead_bench::args::{at_least, float_range};
+use lookahead_bench::args::{at_least, float_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use rand::rngs::StdRng;
@@ -68,6 +68,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', value_parser = PossibleValuesParser::new(BENCHES.map(|(name, _)| name)))]
     only: Vec<String>,
 }
+
+impl Validate for Args {}
 
 fn main() -> ExitCode {
     let args: Args = lookahead_bench::args::parse();
@@ -158,26 +160,26 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
-        lookahead_bench::args::try_parse_from(
-            std::iter::once("vs_cuda").chain(args.iter().copied()),
-        )
-    }
+    use lookahead_bench::args::try_parse;
 
     #[test]
     fn arguments_are_checked_before_anything_runs() {
         Args::command().debug_assert();
-        let a = parse(&["--only", "saxpy,chase", "--reps", "3", "--scale", "0.1"]).unwrap();
+        let a =
+            try_parse::<Args>(&["--only", "saxpy,chase", "--reps", "3", "--scale", "0.1"]).unwrap();
         assert_eq!(
             (a.only, a.reps, a.scale),
             (vec!["saxpy".to_string(), "chase".into()], 3, 0.1)
         );
-        let e = parse(&["--reps", "0"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--reps", "0"]).unwrap_err().to_string();
         assert!(e.contains("--reps") && e.contains("at least 1"), "{e}");
-        let e = parse(&["--scale", "-1"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--scale", "-1"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--scale") && e.contains("greater than 0"), "{e}");
-        let e = parse(&["--only", "saxpy,fft"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--only", "saxpy,fft"])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("'fft'") && e.contains("saxpy, reduce, gather, spmv, ivf, chase"),
             "{e}"

@@ -182,6 +182,28 @@ struct Measured {
     auto: Option<AutoRow>,
 }
 
+/// Checks a pair of launches, then times pairs; `about` is the pair's registers and, for
+/// `m_auto`, how it settled.
+fn check_and_time(
+    env: &mut Env,
+    b: &mut dyn Bench,
+    reps: Reps,
+    ctx: &Arc<CudaContext>,
+    launch: &mut LaunchFn,
+    about: ((i32, i32), Option<AutoRow>),
+) -> Res<Measured> {
+    let (ok, check) = check_pair(env, b, launch)?;
+    let times = time_pair(env, b, reps, ctx, launch)?;
+    let (regs, auto) = about;
+    Ok(Measured {
+        ok,
+        check,
+        times,
+        regs,
+        auto,
+    })
+}
+
 /// `m_auto`: settles both languages, then checks and times what each settled on.
 fn measure_auto(
     env: &mut Env,
@@ -208,15 +230,7 @@ fn measure_auto(
             b.launch_m(&env.stream, &chosen)
         }
     };
-    let (ok, check) = check_pair(env, b, &mut launch)?;
-    let times = time_pair(env, b, reps, ctx, &mut launch)?;
-    Ok(Measured {
-        ok,
-        check,
-        times,
-        regs,
-        auto: Some(auto),
-    })
+    check_and_time(env, b, reps, ctx, &mut launch, (regs, Some(auto)))
 }
 
 /// A hand-written or `#[prefetch_next]` variant: checks and times its entry in both languages.
@@ -238,16 +252,8 @@ fn measure_entry(
             b.launch(&env.stream, &f[k])
         }
     };
-    let (ok, check) = check_pair(env, b, &mut launch)?;
-    let times = time_pair(env, b, reps, ctx, &mut launch)?;
     let regs = (f[0].num_regs()?, f[1].num_regs()?);
-    Ok(Measured {
-        ok,
-        check,
-        times,
-        regs,
-        auto: None,
-    })
+    check_and_time(env, b, reps, ctx, &mut launch, (regs, None))
 }
 
 /// Checks and times every variant of one kernel in both languages, printing a line each.

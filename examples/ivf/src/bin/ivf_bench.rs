@@ -14,11 +14,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use cudarc::driver::sys;
 use lookahead::{Error, Gpu, PrefetchOptions};
-use lookahead_bench::args::{at_least, float_range, in_range};
+use lookahead_bench::args::{at_least, at_most, float_range, in_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use lookahead_bench::plot::{Line, LineChart};
@@ -30,6 +29,9 @@ use lookahead_ivf::data::{Clusters, Vectors};
 use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchOutcome, SearchParams};
 use lookahead_ivf::{cpu, index::IvfLayout};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, ServiceReport};
+
+#[path = "shared/mod.rs"]
+mod shared;
 
 type Res<T> = Result<T, Box<dyn StdError>>;
 
@@ -96,19 +98,9 @@ struct Args {
     seed: u64,
 }
 
-impl Args {
-    /// What one flag alone cannot check.
-    fn check(self) -> Result<Args, clap::Error> {
-        if self.nprobe > self.nlist {
-            return Err(Args::command().error(
-                ErrorKind::ValueValidation,
-                format!(
-                    "--nprobe {}: expected a whole number from 1 to --nlist ({})",
-                    self.nprobe, self.nlist
-                ),
-            ));
-        }
-        Ok(self)
+impl Validate for Args {
+    fn validate(&self) -> Result<(), String> {
+        at_most("--nprobe", self.nprobe, "--nlist", self.nlist)
     }
 }
 
@@ -145,9 +137,7 @@ impl Row {
 }
 
 fn main() -> ExitCode {
-    let args = lookahead_bench::args::parse::<Args>()
-        .check()
-        .unwrap_or_else(|e| e.exit());
+    let args: Args = lookahead_bench::args::parse();
     lookahead_bench::exit_code(start(&args), "This benchmark needs one.")
 }
 
@@ -461,22 +451,11 @@ fn recall_note(
     queries: &Vectors,
     out: &SearchOutcome,
 ) -> String {
-    let k = ivf_kernels::K;
     let s = 10.min(queries.len());
-    let found: Vec<Vec<cpu::Hit>> = (0..s)
-        .map(|q| {
-            (0..k)
-                .map(|j| (out.dist[q * k + j], out.ids[q * k + j]))
-                .collect()
-        })
-        .collect();
-    let exact: Vec<Vec<cpu::Hit>> = (0..s)
-        .map(|q| cpu::brute_force(data, queries.row(q), k))
-        .collect();
     format!(
         "recall@10 at {pct}% (nprobe {}), {s} queries against brute force: {:.3}",
         args.nprobe,
-        cpu::recall(&found, &exact, k)
+        shared::recall(data, queries, out, s)
     )
 }
 
@@ -933,18 +912,13 @@ fn plot(rows: &[Row], pinned: f64, header: &RunHeader) -> LineChart {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
-        lookahead_bench::args::try_parse_from::<Args, _, _>(
-            std::iter::once("ivf_bench").chain(args.iter().copied()),
-        )?
-        .check()
-    }
+    use clap::CommandFactory;
+    use lookahead_bench::args::try_parse;
 
     #[test]
     fn arguments_are_checked() {
         Args::command().debug_assert();
-        let a = parse(&["--percent", "1,50", "--policies", "faults,gpu-pull"]).unwrap();
+        let a = try_parse::<Args>(&["--percent", "1,50", "--policies", "faults,gpu-pull"]).unwrap();
         assert_eq!(a.percent, vec![1.0, 50.0]);
         assert_eq!(a.policies, vec![Policy::Faults, Policy::GpuPull]);
         for (args, want) in [
@@ -955,10 +929,10 @@ mod tests {
             (&["--percent", "5,150"], "at most 100"),
             (
                 &["--nlist", "8", "--nprobe", "9"],
-                "--nprobe 9: expected a whole number from 1 to --nlist (8)",
+                "--nprobe 9: expected at most --nlist (8)",
             ),
         ] {
-            let e = parse(args).unwrap_err().to_string();
+            let e = try_parse::<Args>(args).unwrap_err().to_string();
             assert!(e.contains(args[0]) && e.contains(want), "{args:?}: {e}");
         }
     }

@@ -7,15 +7,17 @@
 use std::error::Error as StdError;
 use std::process::ExitCode;
 
-use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use lookahead::Gpu;
-use lookahead_bench::args::{at_least, in_range};
+use lookahead_bench::args::{at_least, at_most, in_range, Validate};
 use lookahead_bench::stats::{quantile, Summary};
 use lookahead_ivf::data::{read_fvecs, Clusters, Vectors};
 use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchOutcome, SearchParams};
 use lookahead_ivf::{cpu, index::IvfLayout};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
+
+#[path = "shared/mod.rs"]
+mod shared;
 
 type Res<T> = Result<T, Box<dyn StdError>>;
 
@@ -65,26 +67,14 @@ struct Args {
     runs: usize,
 }
 
-impl Args {
-    /// What one flag alone cannot check.
-    fn check(self) -> Result<Args, clap::Error> {
-        if self.nprobe > self.nlist {
-            return Err(Args::command().error(
-                ErrorKind::ValueValidation,
-                format!(
-                    "--nprobe {}: expected a whole number from 1 to --nlist ({})",
-                    self.nprobe, self.nlist
-                ),
-            ));
-        }
-        Ok(self)
+impl Validate for Args {
+    fn validate(&self) -> Result<(), String> {
+        at_most("--nprobe", self.nprobe, "--nlist", self.nlist)
     }
 }
 
 fn main() -> ExitCode {
-    let args = lookahead_bench::args::parse::<Args>()
-        .check()
-        .unwrap_or_else(|e| e.exit());
+    let args: Args = lookahead_bench::args::parse();
     lookahead_bench::exit_code(
         run(&args),
         "The IVF search runs on a GPU; its CPU reference is tested by `cargo test -p lookahead-ivf`.",
@@ -261,19 +251,8 @@ fn print_outcome(
 
 /// Recall@10 of the first `--recall-sample` queries against brute force, printed.
 fn recall(args: &Args, data: &Vectors, queries: &Vectors, out: &SearchOutcome) -> f64 {
-    let k = ivf_kernels::K;
     let n = args.recall_sample.min(queries.len());
-    let found: Vec<Vec<cpu::Hit>> = (0..n)
-        .map(|q| {
-            (0..k)
-                .map(|j| (out.dist[q * k + j], out.ids[q * k + j]))
-                .collect()
-        })
-        .collect();
-    let exact: Vec<Vec<cpu::Hit>> = (0..n)
-        .map(|q| cpu::brute_force(data, queries.row(q), k))
-        .collect();
-    let r = cpu::recall(&found, &exact, k);
+    let r = shared::recall(data, queries, out, n);
     println!("recall@10 on {n} queries against brute force: {r:.3}");
     r
 }
@@ -293,30 +272,29 @@ fn distribution(v: &[f64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
-        lookahead_bench::args::try_parse_from::<Args, _, _>(
-            std::iter::once("ivf_search").chain(args.iter().copied()),
-        )?
-        .check()
-    }
+    use clap::CommandFactory;
+    use lookahead_bench::args::try_parse;
 
     #[test]
     fn arguments_are_checked() {
         Args::command().debug_assert();
-        assert_eq!(parse(&["--runs", "3"]).unwrap().runs, 3);
-        let e = parse(&["--runs", "0"]).unwrap_err().to_string();
+        assert_eq!(try_parse::<Args>(&["--runs", "3"]).unwrap().runs, 3);
+        let e = try_parse::<Args>(&["--runs", "0"]).unwrap_err().to_string();
         assert!(
             e.contains("'--runs <RUNS>'") && e.contains("at least 1"),
             "{e}"
         );
-        let e = parse(&["--dim", "0"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--dim", "0"]).unwrap_err().to_string();
         assert!(e.contains("from 1 to 128"), "{e}");
-        let e = parse(&["--vectors", "-10"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--vectors", "-10"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("'--vectors <VECTORS>'"), "{e}");
-        let e = parse(&["--nlist", "4"]).unwrap_err().to_string();
+        let e = try_parse::<Args>(&["--nlist", "4"])
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.contains("--nprobe 8: expected a whole number from 1 to --nlist (4)"),
+            e.contains("--nprobe 8: expected at most --nlist (4)"),
             "{e}"
         );
     }

@@ -5,7 +5,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use vs_cuda_kernels::{Node, BLOCK_SIZE};
 
-use super::{addr, grid_cfg, par_fill, rel_check, scaled, Bench, Env};
+use super::{addr, grid_cfg, par_fill, scaled, Bench, Checked, Env};
 use crate::Res;
 
 pub struct Chase {
@@ -14,8 +14,7 @@ pub struct Chase {
     /// [`Node`]s as (next, value bits) pairs of u32.
     nodes: CudaSlice<u32>,
     starts: CudaSlice<u32>,
-    out: CudaSlice<f32>,
-    want: Vec<f64>,
+    out: Checked,
     cfg: LaunchConfig,
 }
 
@@ -72,8 +71,7 @@ impl Chase {
             steps,
             nodes: env.upload(&flat)?,
             starts: env.upload(&starts)?,
-            out: env.upload(&vec![f32::NAN; chains])?,
-            want,
+            out: Checked::new(env, want, 1e-6)?,
             cfg: grid_cfg(chains.div_ceil(BLOCK_SIZE as usize) as u32),
         })
     }
@@ -93,7 +91,7 @@ impl Bench for Chase {
         let (n, s, o) = (
             addr(&self.nodes, stream),
             addr(&self.starts, stream),
-            addr(&self.out, stream),
+            addr(&self.out.buf, stream),
         );
         let mut l = stream.launch_builder(f);
         l.arg(&n).arg(&s).arg(&self.chains).arg(&self.steps).arg(&o);
@@ -102,10 +100,10 @@ impl Bench for Chase {
         Ok(())
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
-        env.fill(&mut self.out, f32::NAN)
+        self.out.reset(env)
     }
     fn check(&self, env: &Env) -> Res<(bool, String)> {
-        Ok(rel_check(&env.download(&self.out)?, &self.want, 1e-6))
+        self.out.check(env)
     }
 }
 

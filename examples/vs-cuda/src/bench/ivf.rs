@@ -10,7 +10,7 @@ use vs_cuda_kernels::DIM;
 
 use super::{
     addr, grid_cfg, launch_counted, launch_slices, par_fill, rand_f32, random_offsets, rel_check,
-    scaled, Bench, Env, PAD,
+    scaled, Bench, Checked, Env, PAD,
 };
 use crate::Res;
 
@@ -20,9 +20,8 @@ pub struct Ivf {
     list_off: CudaSlice<u32>,
     vecs: CudaSlice<f32>,
     query: CudaSlice<f32>,
-    dist: CudaSlice<f32>,
+    dist: Checked,
     list_min: CudaSlice<u32>,
-    want: Vec<f64>,
     want_min: Vec<f64>,
     cfg: LaunchConfig,
 }
@@ -73,9 +72,8 @@ impl Ivf {
             list_off: env.upload(&list_off)?,
             vecs: env.upload(&vecs)?,
             query: env.upload(&query)?,
-            dist: env.upload(&vec![f32::NAN; total])?,
+            dist: Checked::new(env, want, 1e-5)?,
             list_min: env.upload(&vec![u32::MAX; lists])?,
-            want,
             want_min,
             cfg: grid_cfg(lists as u32),
         })
@@ -97,7 +95,7 @@ impl Bench for Ivf {
             addr(&self.list_off, stream),
             addr(&self.vecs, stream),
             addr(&self.query, stream),
-            addr(&self.dist, stream),
+            addr(&self.dist.buf, stream),
             addr(&self.list_min, stream),
         ];
         // SAFETY: (usize, *const u32, *const f32, *const f32, *mut f32, *mut u32).
@@ -108,7 +106,7 @@ impl Bench for Ivf {
             (addr(&self.list_off, stream), self.lists + 1),
             (addr(&self.vecs, stream), self.total * DIM),
             (addr(&self.query, stream), DIM),
-            (addr(&self.dist, stream), self.total),
+            (addr(&self.dist.buf, stream), self.total),
             (addr(&self.list_min, stream), self.lists),
         ];
         // SAFETY: (list_off: &[u32], vecs, query: &[f32], dist: &mut [f32],
@@ -123,7 +121,7 @@ impl Bench for Ivf {
             &self.list_off,
             &vecs,
             &self.query,
-            &mut self.dist,
+            &mut self.dist.buf,
             &mut self.list_min,
         )?;
         Ok(())
@@ -132,11 +130,11 @@ impl Bench for Ivf {
         vs_cuda_kernels::ivf_m_auto::auto_choice(stream)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
-        env.fill(&mut self.dist, f32::NAN)?;
+        self.dist.reset(env)?;
         env.fill(&mut self.list_min, u32::MAX)
     }
     fn check(&self, env: &Env) -> Res<(bool, String)> {
-        let (ok_d, d) = rel_check(&env.download(&self.dist)?, &self.want, 1e-5);
+        let (ok_d, d) = self.dist.check(env)?;
         let mins: Vec<f32> = env
             .download(&self.list_min)?
             .into_iter()

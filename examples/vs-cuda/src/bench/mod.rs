@@ -117,6 +117,31 @@ pub fn rel_check(got: &[f32], want: &[f64], tol: f64) -> (bool, String) {
     (ok, format!("rel err {rel:.1e}, {bad} not written"))
 }
 
+/// An f32 output checked against a CPU reference in f64 with [`rel_check`], poisoned with
+/// NaN before each checked run so that unwritten elements show.
+pub struct Checked {
+    pub buf: CudaSlice<f32>,
+    want: Vec<f64>,
+    tol: f64,
+}
+
+impl Checked {
+    /// The output buffer, as long as `want`, and its reference.
+    pub fn new(env: &Env, want: Vec<f64>, tol: f64) -> Res<Checked> {
+        Ok(Checked {
+            buf: env.upload(&vec![f32::NAN; want.len()])?,
+            want,
+            tol,
+        })
+    }
+    pub fn reset(&mut self, env: &Env) -> Res<()> {
+        env.fill(&mut self.buf, f32::NAN)
+    }
+    pub fn check(&self, env: &Env) -> Res<(bool, String)> {
+        Ok(rel_check(&env.download(&self.buf)?, &self.want, self.tol))
+    }
+}
+
 /// Fills `out` in parallel over the host's cores: `f(index of out[0], chunk)`.
 pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get());

@@ -7,7 +7,7 @@ use lookahead::launch::autotune::Variant;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use super::{addr, rand_f32, rel_check, scaled, Bench, Env, PAD};
+use super::{addr, rand_f32, scaled, Bench, Checked, Env, PAD};
 use crate::Res;
 
 pub struct Saxpy {
@@ -15,8 +15,7 @@ pub struct Saxpy {
     a: f32,
     x: CudaSlice<f32>,
     y: CudaSlice<f32>,
-    out: CudaSlice<f32>,
-    want: Vec<f64>,
+    out: Checked,
     cfg: LaunchConfig,
 }
 
@@ -41,8 +40,7 @@ impl Saxpy {
             a,
             x: env.upload(&x)?,
             y: env.upload(&y)?,
-            out: env.upload(&vec![f32::NAN; n])?,
-            want,
+            out: Checked::new(env, want, 1e-6)?,
             cfg: env.grid(8),
         })
     }
@@ -62,7 +60,7 @@ impl Bench for Saxpy {
         let (x, y, o) = (
             addr(&self.x, stream),
             addr(&self.y, stream),
-            addr(&self.out, stream),
+            addr(&self.out.buf, stream),
         );
         let mut l = stream.launch_builder(f);
         l.arg(&self.a).arg(&x).arg(&y).arg(&o).arg(&self.n);
@@ -74,7 +72,7 @@ impl Bench for Saxpy {
         let (x, y, o) = (
             addr(&self.x, stream),
             addr(&self.y, stream),
-            addr(&self.out, stream),
+            addr(&self.out.buf, stream),
         );
         let n = self.n;
         let mut l = stream.launch_builder(f);
@@ -92,17 +90,17 @@ impl Bench for Saxpy {
     fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
         let n = self.n;
         let (x, y) = (self.x.slice(0..n), self.y.slice(0..n));
-        vs_cuda_kernels::saxpy_m_auto::launch(stream, self.cfg, self.a, &x, &y, &mut self.out)?;
+        vs_cuda_kernels::saxpy_m_auto::launch(stream, self.cfg, self.a, &x, &y, &mut self.out.buf)?;
         Ok(())
     }
     fn auto_choice(&self, stream: &Arc<CudaStream>) -> Option<Variant> {
         vs_cuda_kernels::saxpy_m_auto::auto_choice(stream)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
-        env.fill(&mut self.out, f32::NAN)
+        self.out.reset(env)
     }
     fn check(&self, env: &Env) -> Res<(bool, String)> {
-        Ok(rel_check(&env.download(&self.out)?, &self.want, 1e-6))
+        self.out.check(env)
     }
 }
 

@@ -8,8 +8,8 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::{
-    addr, launch_counted, launch_slices, par_fill, rand_f32, random_offsets, rel_check, scaled,
-    Bench, Env, PAD,
+    addr, launch_counted, launch_slices, par_fill, rand_f32, random_offsets, scaled, Bench,
+    Checked, Env, PAD,
 };
 use crate::Res;
 
@@ -21,8 +21,7 @@ pub struct Spmv {
     col: CudaSlice<u32>,
     val: CudaSlice<f32>,
     x: CudaSlice<f32>,
-    y: CudaSlice<f32>,
-    want: Vec<f64>,
+    y: Checked,
     cfg: LaunchConfig,
 }
 
@@ -61,8 +60,7 @@ impl Spmv {
             col: env.upload(&col)?,
             val: env.upload(&val)?,
             x: env.upload(&x)?,
-            y: env.upload(&vec![f32::NAN; rows])?,
-            want,
+            y: Checked::new(env, want, 1e-5)?,
             cfg: env.grid(8),
         })
     }
@@ -84,7 +82,7 @@ impl Bench for Spmv {
             addr(&self.col, stream),
             addr(&self.val, stream),
             addr(&self.x, stream),
-            addr(&self.y, stream),
+            addr(&self.y.buf, stream),
         ];
         // SAFETY: (usize, *const u32, *const u32, *const f32, *const f32, *mut f32).
         unsafe { launch_counted(stream, f, self.cfg, self.rows, &p) }
@@ -95,7 +93,7 @@ impl Bench for Spmv {
             (addr(&self.col, stream), self.nnz),
             (addr(&self.val, stream), self.nnz),
             (addr(&self.x, stream), self.cols),
-            (addr(&self.y, stream), self.rows),
+            (addr(&self.y.buf, stream), self.rows),
         ];
         // SAFETY: (row_ptr, col: &[u32], val, x: &[f32], y: &mut [f32]).
         unsafe { launch_slices(stream, f, self.cfg, &p) }
@@ -109,7 +107,7 @@ impl Bench for Spmv {
             &col,
             &val,
             &self.x,
-            &mut self.y,
+            &mut self.y.buf,
         )?;
         Ok(())
     }
@@ -117,10 +115,10 @@ impl Bench for Spmv {
         vs_cuda_kernels::spmv_m_auto::auto_choice(stream)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
-        env.fill(&mut self.y, f32::NAN)
+        self.y.reset(env)
     }
     fn check(&self, env: &Env) -> Res<(bool, String)> {
-        Ok(rel_check(&env.download(&self.y)?, &self.want, 1e-5))
+        self.y.check(env)
     }
 }
 
