@@ -53,11 +53,13 @@ impl Device {
 pub struct RunHeader {
     /// The GPU, for runs that use one.
     pub device: Option<Device>,
-    /// The host's CPU model and logical CPU count ([`host_cpu`]).
+    /// The host's CPU model and how many logical CPUs this process may use
+    /// (`AMD EPYC 9454 48-Core Processor, 16 logical CPUs`).
     pub host: String,
     /// When the run started, UTC, RFC 3339 to the second.
     pub date: String,
-    /// The command line ([`command_line`]).
+    /// The command line as a shell would take it back: the program's file name (not its
+    /// folder), then its arguments, quoted where needed.
     pub command: String,
 }
 
@@ -97,7 +99,7 @@ impl RunHeader {
 
 /// The host's CPU model (from `/proc/cpuinfo`, or `unknown CPU`) and how many logical CPUs
 /// this process may use: `AMD EPYC 9454 48-Core Processor, 16 logical CPUs`.
-pub fn host_cpu() -> String {
+fn host_cpu() -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| cpu_model(&s))
@@ -117,7 +119,7 @@ fn cpu_model(cpuinfo: &str) -> Option<String> {
 
 /// This process's command line as a shell would take it back: the program's file name (not
 /// its folder), then its arguments, quoted where needed.
-pub fn command_line() -> String {
+fn command_line() -> String {
     let mut args = std::env::args();
     let program = args
         .next()

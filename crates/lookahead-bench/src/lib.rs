@@ -4,7 +4,7 @@
 //! each piece in one place.
 //!
 //! - [`stats`]: medians, [`Summary`](stats::Summary), quantiles and CUDA-event timers
-//!   (from [`lookahead::timing`]), and the `median [min, max]` cell.
+//!   (from [`lookahead::timing`]), repeats after a warm-up, the `median [min, max]` cell.
 //! - [`header`]: the [`RunHeader`](header::RunHeader) printed at the top of every table:
 //!   device, compute capability, driver, host CPU, date and command line.
 //! - [`table`]: a Markdown [`Table`](table::Table) with column alignment, which also
@@ -12,7 +12,7 @@
 //! - [`plot`]: SVG plots through `plotters`.
 //! - [`progress`]: the progress bar.
 //! - [`output`]: the results folder, checked for writing before a run starts.
-//! - [`args`]: `clap` value parsers whose errors name the accepted range.
+//! - [`args`]: `clap` parsing and value parsers whose errors name the accepted range.
 //!
 //! A benchmark's `main` ends with [`exit_code`], which tells a machine without a GPU apart
 //! from a failure.

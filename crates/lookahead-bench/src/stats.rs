@@ -1,8 +1,8 @@
 //! Statistics of repeated measurements. The median, [`Summary`], [`quantile`] and the
-//! CUDA-event timers are [`lookahead::timing`]'s, re-exported so a benchmark finds them here;
+//! CUDA-event timer are [`lookahead::timing`]'s, re-exported so a benchmark finds them here;
 //! this module adds how a summary is shown in a table and the transfer rate.
 
-pub use lookahead::timing::{median, quantile, repeat_on_stream, time_on_stream, Summary};
+pub use lookahead::timing::{median, quantile, time_on_stream, Summary};
 
 /// `median [min, max]` of `s`, each multiplied by `scale` (1e3 turns seconds into
 /// milliseconds) and written with `decimals` digits after the point: `0.2913 [0.2896, 0.2937]`.

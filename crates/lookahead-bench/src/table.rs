@@ -13,8 +13,6 @@ pub enum Align {
     Left,
     /// Right-aligned (`---:`), for numbers.
     Right,
-    /// Centred (`:---:`).
-    Center,
 }
 
 impl Align {
@@ -22,7 +20,6 @@ impl Align {
         match self {
             Align::Left => "---",
             Align::Right => "---:",
-            Align::Center => ":---:",
         }
     }
 }
@@ -69,16 +66,6 @@ impl Table {
             self.headers.len()
         );
         self.rows.push(row);
-    }
-
-    /// How many rows (the header not counted).
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// Whether the table has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
     }
 
     /// The table in Markdown: `| a | b |` lines, the header's rule showing each column's
@@ -140,8 +127,6 @@ mod tests {
             "| case | ms | note |\n| --- | ---: | --- |\n\
              | (a) one range | 84.81 | 128 pieces, 4096 MiB |\n| a\\|b | 1.00 | said \"hi\" |\n"
         );
-        assert_eq!(sample().len(), 2);
-        assert!(Table::new(["x"]).is_empty());
     }
 
     #[test]
