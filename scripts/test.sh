@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: set-up, formatting, lints, then every test that needs no GPU.
-# GPU tests are `#[ignore = "needs a CUDA GPU"]`; scripts/gpu-tests.sh runs them on a GPU.
+# The test command: set-up, formatting, lints, documentation, packaging, then every test that
+# needs no GPU. GPU tests are `#[ignore = "needs a CUDA GPU"]`; scripts/gpu-tests.sh runs them
+# on a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -8,5 +9,14 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "== cargo package (the library crates)"
+# Verified: each packaged crate builds from its tarball, against the others' tarballs.
+cargo package --quiet --allow-dirty -p lookahead-macros -p lookahead-emu -p lookahead-device \
+    -p lookahead -p lookahead-builder -p lookahead-bench
+# Packaged, not verified: their build compiles kernels with a nested cargo that resolves
+# lookahead-device from crates.io, which it can only do once that crate is published.
+cargo package --quiet --allow-dirty --no-verify -p lookahead-uvm-kernels -p lookahead-uvm
 echo "== cargo test"
 cargo test --workspace

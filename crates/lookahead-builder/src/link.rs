@@ -26,7 +26,7 @@ pub(crate) const LLVM_BIN_VAR: &str = "LOOKAHEAD_PTX_LINK_LLVM_BIN";
 pub(crate) const LIBDEVICE_VAR: &str = "LOOKAHEAD_PTX_LINK_LIBDEVICE";
 
 /// True when this process was started by rustc as the nvptx linker: the nested build
-/// sets [`LINK_MODE_VAR`], and rustc passes arguments, which cargo never gives a build
+/// sets `LINK_MODE_VAR`, and rustc passes arguments, which cargo never gives a build
 /// script (the nested build runs build scripts too, with the same environment).
 pub fn in_link_mode() -> bool {
     env::var_os(LINK_MODE_VAR).is_some_and(|v| v == "1") && env::args_os().len() > 1

@@ -14,8 +14,8 @@
 //! architecture needed ("needs sm_90 (Hopper) or newer"), raised when the call is compiled
 //! for that architecture; the `_portable` forms fall back instead.
 //!
-//! **Managed memory.** On the lent H100 (driver 580) none of these instructions migrates
-//! Unified Memory pages (see the project's `uvm-on-h100` measurements). The prefetch helpers
+//! **Managed memory.** On the H100 (driver 580.159.04) none of these instructions migrates
+//! Unified Memory pages (`docs/unified-memory.md`). The prefetch helpers
 //! for [`MemoryKind::Managed`] views (used by `#[prefetch_next]`) therefore emit the plain
 //! `prefetch.global.L2` whatever level was asked for: it is cheap and harmless (a bulk
 //! prefetch of non-resident pages can stall), but it does not move pages to the GPU. What

@@ -10,8 +10,8 @@ use crate::probe::MachineProfile;
 pub enum Policy {
     /// No hints: pages migrate on first touch through the driver's fault path.
     Faults,
-    /// In-kernel `prefetch.global.L2` hints only (the seed document's "design 5"); on
-    /// drivers where they do not migrate pages this behaves like [`Policy::Faults`].
+    /// In-kernel `prefetch.global.L2` hints only; on drivers where they do not migrate pages
+    /// (the H100 with driver 580.159.04) this behaves like [`Policy::Faults`].
     KernelHints,
     /// Prefetch the whole buffer before the kernel (RMM's prefetch adaptor).
     PrefetchAll,

@@ -33,7 +33,9 @@ pub struct Module {
 
 impl Module {
     /// JIT-compiles and loads `ptx` (built for `sm_<arch>`) into `ctx`, with every kernel of
-    /// it loaded onto the GPU now (see [`Module::load_all_kernels`]).
+    /// it loaded onto the GPU now: with CUDA's lazy loading a kernel's first launch waits
+    /// until no kernel runs in the context, which deadlocks a kernel waiting on another
+    /// stream's work.
     pub fn load(ctx: &Arc<CudaContext>, arch: u32, ptx: &str) -> Result<Self> {
         let module = ctx
             .load_module(Ptx::from_src(ptx))

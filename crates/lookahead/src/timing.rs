@@ -13,6 +13,21 @@ pub fn median(values: &[f64]) -> Option<f64> {
     Summary::of(values).map(|s| s.median)
 }
 
+/// The `q` quantile of `values` (`q` from 0 to 1), interpolated linearly between the two
+/// nearest ranks (as R's type 7 and NumPy's default): `quantile(v, 0.5)` is the median,
+/// `quantile(v, 0.99)` the 99th percentile. `None` when empty or when `q` is outside 0..=1.
+/// NaNs sort last.
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    let mut s = values.to_vec();
+    s.sort_by(f64::total_cmp);
+    let x = q * (s.len() - 1) as f64;
+    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+    Some(s[lo] + (s[hi] - s[lo]) * (x - lo as f64))
+}
+
 /// Smallest, median and largest of a set of measurements.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
@@ -104,5 +119,17 @@ mod tests {
         let s = Summary::of(&[5.0, 1.0, 3.0]).unwrap();
         assert_eq!((s.min, s.median, s.max, s.count), (1.0, 3.0, 5.0, 3));
         assert!((s.spread() - 4.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn quantiles_interpolate_between_ranks() {
+        let v = [5.0, 1.0, 3.0, 2.0, 4.0];
+        assert_eq!(quantile(&v, 0.0), Some(1.0));
+        assert_eq!(quantile(&v, 0.25), Some(2.0));
+        assert_eq!(quantile(&v, 0.5), median(&v));
+        assert_eq!(quantile(&v, 1.0), Some(5.0));
+        assert_eq!(quantile(&[1.0, 2.0], 0.75), Some(1.75));
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile(&v, 1.5), None);
     }
 }

@@ -36,7 +36,7 @@ impl Params {
     /// Appends `value`'s bytes.
     ///
     /// # Safety
-    /// `V` has no padding bytes (every [`KernelParam`] type; the `#[kernel]` launchers check
+    /// `V` has no padding bytes (every [`lookahead_device::KernelParam`] type; the `#[kernel]` launchers check
     /// that each parameter's type is one, with an error naming the parameter).
     ///
     /// # Panics

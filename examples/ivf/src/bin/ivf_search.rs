@@ -4,76 +4,84 @@
 //!
 //! `cargo run --release -p lookahead-ivf --bin ivf_search -- --vectors 1000000 --policy auto`
 
+use std::error::Error as StdError;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lookahead::{Error, Gpu};
+use lookahead::Gpu;
+use lookahead_bench::args::{at_least, at_most, in_range, Validate};
+use lookahead_bench::stats::{quantile, Summary};
 use lookahead_ivf::data::{read_fvecs, Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchParams};
+use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchOutcome, SearchParams};
 use lookahead_ivf::{cpu, index::IvfLayout};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
 
-#[derive(Parser)]
+#[path = "shared/mod.rs"]
+mod shared;
+
+type Res<T> = Result<T, Box<dyn StdError>>;
+
+#[derive(Parser, Debug)]
 #[command(
+    name = "ivf_search",
     about = "IVF-Flat search over lists in Unified Memory, with a selectable prefetch policy"
 )]
 struct Args {
     /// Vectors to generate (ignored with --fvecs).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = at_least(1usize))]
     vectors: usize,
-    /// Dimensions (at most 128).
-    #[arg(long, default_value_t = 128)]
+    /// Dimensions (1 to 128).
+    #[arg(long, default_value_t = 128, value_parser = in_range(1usize, ivf_kernels::MAX_DIM))]
     dim: usize,
     /// Inverted lists.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = at_least(1usize))]
     nlist: usize,
     /// Queries.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = at_least(1usize))]
     queries: usize,
-    /// Lists probed per query.
-    #[arg(long, default_value_t = 8)]
+    /// Lists probed per query (at most --nlist).
+    #[arg(long, default_value_t = 8, value_parser = at_least(1usize))]
     nprobe: usize,
-    /// faults, kernel-hints, prefetch-all, host-selected, gpu-requests, remote-map or auto.
+    /// faults, kernel-hints, prefetch-all, host-selected, gpu-requests, remote-map, gpu-pull
+    /// or auto.
     #[arg(long, default_value = "auto")]
     policy: Policy,
     /// Load base vectors from a .fvecs file instead of generating them.
     #[arg(long)]
     fvecs: Option<std::path::PathBuf>,
     /// Seed of the generated data.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = at_least(0u64))]
     seed: u64,
     /// Most blocks of the scan kernel (0: two per multiprocessor).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = at_least(0u32))]
     max_blocks: u32,
     /// Queries checked against brute force.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = at_least(0usize))]
     recall_sample: usize,
     /// Threads of the GPU-driven requests' prefetch service.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = at_least(1usize))]
     service_threads: usize,
     /// Searches to run with the same queries (the first finds the lists on the host, the
     /// later ones find what the policy left resident); each prints its own line.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least(1usize))]
     runs: usize,
 }
 
-fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(ok) if ok => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::FAILURE,
-        Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
-            println!("No CUDA GPU here: {e}. The IVF search runs on a GPU; its CPU reference is tested by `cargo test -p lookahead-ivf`.");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+impl Validate for Args {
+    fn validate(&self) -> Result<(), String> {
+        at_most("--nprobe", self.nprobe, "--nlist", self.nlist)
     }
 }
 
-fn run(args: &Args) -> Result<bool, Error> {
+fn main() -> ExitCode {
+    let args: Args = lookahead_bench::args::parse();
+    lookahead_bench::exit_code(
+        run(&args),
+        "The IVF search runs on a GPU; its CPU reference is tested by `cargo test -p lookahead-ivf`.",
+    )
+}
+
+fn run(args: &Args) -> Res<bool> {
     let gpu = Gpu::new(0)?;
     let spec = Clusters {
         dim: args.dim,
@@ -82,55 +90,8 @@ fn run(args: &Args) -> Result<bool, Error> {
         sigma: 1.0,
         seed: args.seed,
     };
-    let data: Vectors = match &args.fvecs {
-        Some(path) => read_fvecs(path, usize::MAX).map_err(|e| {
-            eprintln!("error: reading {}: {e}", path.display());
-            Error::InvalidRange {
-                start: 0,
-                len: 0,
-                limit: 0,
-                reason: "unreadable .fvecs file",
-            }
-        })?,
-        None => spec.points(args.vectors, 0, None),
-    };
-    if data.dim == 0 || data.dim > ivf_kernels::MAX_DIM || data.len() < args.nlist {
-        eprintln!(
-            "error: need 1..={} dimensions and at least nlist vectors (got dim {}, {} vectors)",
-            ivf_kernels::MAX_DIM,
-            data.dim,
-            data.len()
-        );
-        return Ok(false);
-    }
-    let sample = Vectors {
-        dim: data.dim,
-        data: data.data[..data.dim * (args.nlist * 32).min(data.len())].to_vec(),
-    };
-    let centroids = cpu::kmeans_with(&sample, args.nlist, 8, args.seed, |c, v| {
-        assign_on_gpu(&gpu, c, v)
-    })?;
-    let assign = assign_on_gpu(&gpu, &centroids, &data)?;
-    let layout = IvfLayout::from_assignment(data.dim, centroids, &assign);
-    let mut index = GpuIndex::new(&gpu, layout, &data)?;
-    let profile = MachineProfile::cached_or_probe(&gpu)?;
-    let config = ServiceConfig {
-        threads: args.service_threads,
-        ..ServiceConfig::default()
-    };
-    let mut mach = Machinery::new(&gpu, args.nlist, profile, config)?;
-    if !matches!(args.policy, Policy::GpuRequests | Policy::Auto) {
-        // Only GPU-driven requests use the prefetch service.
-        mach.stop_service();
-    }
-    // Set up once (mapping, pull cache), so that no search pays for it.
-    let t = index.prepare(args.policy)?;
-    println!(
-        "set up for {} in {:.0} ms (mapped for the GPU: {})",
-        args.policy.name(),
-        t * 1e3,
-        index.is_mapped_for_gpu()
-    );
+    let data = load_data(args, &spec)?;
+    let (mut index, mut mach) = build(&gpu, args, &data)?;
     let queries = match &args.fvecs {
         Some(_) => Vectors {
             dim: data.dim,
@@ -138,6 +99,84 @@ fn run(args: &Args) -> Result<bool, Error> {
         },
         None => spec.points(args.queries, 1, None),
     };
+    let (out, consistent) = search(args, &mut index, &mut mach, &queries)?;
+    print_outcome(&gpu, args, &data, &index, &queries, &out);
+    let r = recall(args, &data, &queries, &out);
+    if let Some(report) = mach.stop_service() {
+        println!(
+            "prefetch service: {} requests, {:.1} MB, {} failed",
+            report.requests,
+            report.bytes as f64 / 1e6,
+            report.failed
+        );
+    }
+    if !consistent {
+        eprintln!("error: repeated searches returned different neighbours");
+    }
+    Ok(r >= 0.9 && consistent)
+}
+
+/// The base vectors: read from `--fvecs`, or generated from `spec`.
+fn load_data(args: &Args, spec: &Clusters) -> Res<Vectors> {
+    let data = match &args.fvecs {
+        Some(path) => {
+            read_fvecs(path, usize::MAX).map_err(|e| format!("reading {}: {e}", path.display()))?
+        }
+        None => spec.points(args.vectors, 0, None),
+    };
+    if data.dim == 0 || data.dim > ivf_kernels::MAX_DIM || data.len() < args.nlist {
+        return Err(format!(
+            "need 1..={} dimensions and at least nlist vectors (got dim {}, {} vectors)",
+            ivf_kernels::MAX_DIM,
+            data.dim,
+            data.len()
+        )
+        .into());
+    }
+    Ok(data)
+}
+
+/// Trains the centroids on a sample, builds the index in managed memory, and sets it up
+/// once for the policy (mapping, pull cache), so that no search pays for it.
+fn build(gpu: &Gpu, args: &Args, data: &Vectors) -> Res<(GpuIndex, Machinery)> {
+    let sample = Vectors {
+        dim: data.dim,
+        data: data.data[..data.dim * (args.nlist * 32).min(data.len())].to_vec(),
+    };
+    let centroids = cpu::kmeans_with(&sample, args.nlist, 8, args.seed, |c, v| {
+        assign_on_gpu(gpu, c, v)
+    })?;
+    let assign = assign_on_gpu(gpu, &centroids, data)?;
+    let layout = IvfLayout::from_assignment(data.dim, centroids, &assign);
+    let mut index = GpuIndex::new(gpu, layout, data)?;
+    let profile = MachineProfile::cached_or_probe(gpu)?;
+    let config = ServiceConfig {
+        threads: args.service_threads,
+        ..ServiceConfig::default()
+    };
+    let mut mach = Machinery::new(gpu, args.nlist, profile, config)?;
+    if !matches!(args.policy, Policy::GpuRequests | Policy::Auto) {
+        // Only GPU-driven requests use the prefetch service.
+        mach.stop_service();
+    }
+    let t = index.prepare(args.policy)?;
+    println!(
+        "set up for {} in {:.0} ms (mapped for the GPU: {})",
+        args.policy.name(),
+        t * 1e3,
+        index.is_mapped_for_gpu()
+    );
+    Ok((index, mach))
+}
+
+/// `--runs` searches of the same queries; the first one's outcome, and whether every later
+/// one found the same neighbours.
+fn search(
+    args: &Args,
+    index: &mut GpuIndex,
+    mach: &mut Machinery,
+    queries: &Vectors,
+) -> Res<(SearchOutcome, bool)> {
     let params = SearchParams {
         nprobe: args.nprobe,
         policy: args.policy,
@@ -145,10 +184,10 @@ fn run(args: &Args) -> Result<bool, Error> {
         max_blocks: args.max_blocks,
         pull_copy_every: 0,
     };
-    let out = index.search(&queries, params, &mut mach)?;
+    let out = index.search(queries, params, mach)?;
     let mut consistent = true;
     for run in 1..args.runs {
-        let again = index.search(&queries, params, &mut mach)?;
+        let again = index.search(queries, params, mach)?;
         println!(
             "run {}: {:.2} ms ({} asked for by the GPU, scan {:.2} ms), same results: {}",
             run + 1,
@@ -159,6 +198,18 @@ fn run(args: &Args) -> Result<bool, Error> {
         );
         consistent &= again.ids == out.ids;
     }
+    Ok((out, consistent))
+}
+
+/// What the first search did: the index, the policy, the bytes, the lists and the times.
+fn print_outcome(
+    gpu: &Gpu,
+    args: &Args,
+    data: &Vectors,
+    index: &GpuIndex,
+    queries: &Vectors,
+    out: &SearchOutcome,
+) {
     println!(
         "{} (sm_{}): {} vectors x {} dims in {} lists ({:.2} GiB of managed memory)",
         gpu.name(),
@@ -185,63 +236,76 @@ fn run(args: &Args) -> Result<bool, Error> {
             out.needed_bytes as f64 / out.pull_copy_seconds / 1e9
         );
     }
-    let lens: Vec<u64> = (0..index.layout().nlist())
-        .map(|l| index.layout().list_len(l) as u64)
+    let lens: Vec<f64> = (0..index.layout().nlist())
+        .map(|l| index.layout().list_len(l) as f64)
         .collect();
-    println!("vectors per list: {}", spread(&lens));
-    let probed: Vec<u64> = out
+    println!("vectors per list: {}", distribution(&lens));
+    let probed: Vec<f64> = out
         .list_queries
         .iter()
         .filter(|&&c| c > 0)
-        .map(|&c| c as u64)
+        .map(|&c| c as f64)
         .collect();
-    println!("pairs per probed list: {}", spread(&probed));
-    let n = args.recall_sample.min(queries.len());
-    let found: Vec<Vec<cpu::Hit>> = (0..n)
-        .map(|q| {
-            (0..ivf_kernels::K)
-                .map(|j| {
-                    (
-                        out.dist[q * ivf_kernels::K + j],
-                        out.ids[q * ivf_kernels::K + j],
-                    )
-                })
-                .collect()
-        })
-        .collect();
-    let exact: Vec<Vec<cpu::Hit>> = (0..n)
-        .map(|q| cpu::brute_force(&data, queries.row(q), ivf_kernels::K))
-        .collect();
-    let r = cpu::recall(&found, &exact, ivf_kernels::K);
-    println!("recall@10 on {n} queries against brute force: {r:.3}");
-    if let Some(report) = mach.stop_service() {
-        println!(
-            "prefetch service: {} requests, {:.1} MB, {} failed",
-            report.requests,
-            report.bytes as f64 / 1e6,
-            report.failed
-        );
-    }
-    if !consistent {
-        eprintln!("error: repeated searches returned different neighbours");
-    }
-    Ok(r >= 0.9 && consistent)
+    println!("pairs per probed list: {}", distribution(&probed));
 }
 
-/// `min / median / p99 / max (n values)` of `v`.
-fn spread(v: &[u64]) -> String {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    if v.is_empty() {
-        return "none".into();
+/// Recall@10 of the first `--recall-sample` queries against brute force, printed.
+fn recall(args: &Args, data: &Vectors, queries: &Vectors, out: &SearchOutcome) -> f64 {
+    let n = args.recall_sample.min(queries.len());
+    let r = shared::recall(data, queries, out, n);
+    println!("recall@10 on {n} queries against brute force: {r:.3}");
+    r
+}
+
+/// `min / median / p99 / max (n values)` of `v` (median and p99 interpolated between
+/// ranks), or `none`.
+fn distribution(v: &[f64]) -> String {
+    match (Summary::of(v), quantile(v, 0.99)) {
+        (Some(s), Some(p99)) => format!(
+            "min {} / median {} / p99 {:.1} / max {} ({} values)",
+            s.min, s.median, p99, s.max, s.count
+        ),
+        _ => "none".into(),
     }
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "min {} / median {} / p99 {} / max {} ({} values)",
-        v[0],
-        at(0.5),
-        at(0.99),
-        v[v.len() - 1],
-        v.len()
-    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use lookahead_bench::args::try_parse;
+
+    #[test]
+    fn arguments_are_checked() {
+        Args::command().debug_assert();
+        assert_eq!(try_parse::<Args>(&["--runs", "3"]).unwrap().runs, 3);
+        let e = try_parse::<Args>(&["--runs", "0"]).unwrap_err().to_string();
+        assert!(
+            e.contains("'--runs <RUNS>'") && e.contains("at least 1"),
+            "{e}"
+        );
+        let e = try_parse::<Args>(&["--dim", "0"]).unwrap_err().to_string();
+        assert!(e.contains("from 1 to 128"), "{e}");
+        let e = try_parse::<Args>(&["--vectors", "-10"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'--vectors <VECTORS>'"), "{e}");
+        let e = try_parse::<Args>(&["--nlist", "4"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--nprobe 8: expected at most --nlist (4)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn distribution_of_counts() {
+        let v: Vec<f64> = (1..=101).map(|x| x as f64).collect();
+        assert_eq!(
+            distribution(&v),
+            "min 1 / median 51 / p99 100.0 / max 101 (101 values)"
+        );
+        assert_eq!(distribution(&[]), "none");
+    }
 }

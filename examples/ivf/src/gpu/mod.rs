@@ -69,7 +69,7 @@ pub struct SearchParams {
     pub expected_passes: f64,
     /// Most blocks of the scan kernel (0: as many as are resident at once).
     pub max_blocks: u32,
-    /// The pull kernel copies on every this-many-th SM (0: [`PULL_COPY_EVERY_NTH_SM`]).
+    /// The pull kernel copies on every this-many-th SM (0: [`ivf_kernels::PULL_COPY_EVERY_NTH_SM`]).
     pub pull_copy_every: u32,
 }
 
@@ -333,7 +333,7 @@ impl GpuIndex {
     }
 
     /// Whether [`Policy::GpuPull`] can run: its cache is allocated, or fits in free device
-    /// memory with [`PULL_CACHE_HEADROOM`] to spare.
+    /// memory with `PULL_CACHE_HEADROOM` (1 GiB) to spare.
     pub fn pull_cache_fits(&self) -> bool {
         self.pull.data.is_some()
             || self

@@ -1,6 +1,6 @@
 //! # vs-cuda-kernels
 //!
-//! The kernels of the Rust-versus-CUDA benchmark (`examples/vs-cuda`, issue 7),
+//! The kernels of the Rust-versus-CUDA benchmark (`examples/vs-cuda`),
 //! in plain `#![no_std]` Rust compiled to PTX by `lookahead-builder`, each in every
 //! prefetch-hint variant the benchmark compares, plus the CUDA C++ twin of every one
 //! ([`CUDA_TWINS`], compiled at run time with NVRTC by the benchmark).

@@ -1,0 +1,3 @@
+fn main() {
+    lookahead_builder::KernelBuilder::new(env!("CARGO_MANIFEST_DIR")).build_for_cargo();
+}
