@@ -39,12 +39,17 @@ for line in sys.stdin:
 run)
     nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader || true
     failed=0
+    # A hung test fails its group instead of holding the machine: each binary gets at most
+    # LOOKAHEAD_GPU_TEST_TIMEOUT seconds (timeout's status 124 says it ran out).
+    limit=${LOOKAHEAD_GPU_TEST_TIMEOUT:-300}
     for t in "$DEST"/tests/*; do
         echo "== $(basename "$t") --ignored"
-        if ! "$t" --ignored --test-threads=1; then failed=$((failed + 1)); echo "FAILED: $t"; fi
+        if ! timeout "$limit" "$t" --ignored --test-threads=1; then
+            failed=$((failed + 1)); echo "FAILED: $t"
+        fi
     done
     echo "== demo"
-    "$DEST/bin/demo" || { failed=$((failed + 1)); echo "FAILED: demo"; }
+    timeout "$limit" "$DEST/bin/demo" || { failed=$((failed + 1)); echo "FAILED: demo"; }
     echo "gpu-tests: $failed failing group(s)"
     [ "$failed" = 0 ]
     ;;

@@ -16,7 +16,9 @@ echo "== cargo package (the library crates)"
 cargo package --quiet --allow-dirty -p lookahead-macros -p lookahead-emu -p lookahead-device \
     -p lookahead -p lookahead-builder -p lookahead-bench
 # Packaged, not verified: their build compiles kernels with a nested cargo that resolves
-# lookahead-device from crates.io, which it can only do once that crate is published.
-cargo package --quiet --allow-dirty --no-verify -p lookahead-uvm-kernels -p lookahead-uvm
+# lookahead-device from crates.io, which it can only do once that crate is published. The
+# crates they depend on are packaged with them, so cargo resolves those from the tarballs.
+cargo package --quiet --allow-dirty --no-verify -p lookahead-macros -p lookahead-emu \
+    -p lookahead-device -p lookahead -p lookahead-builder -p lookahead-uvm-kernels -p lookahead-uvm
 echo "== cargo test"
 cargo test --workspace

@@ -312,6 +312,23 @@ fn a_kernel_params_struct_binds_its_views_and_values() {
     }
 }
 
+#[test]
+fn launch_bounds_refuse_a_larger_block_and_take_one_within() {
+    let x: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+    let mut y = vec![f32::NAN; x.len()];
+    let too_big = LaunchConfig::for_len(x.len(), 256);
+    let err = ptx_kernels::user_bounded::launch(&emu(), too_big, &x, &mut y).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("user_bounded") && msg.contains("launch_bounds allow at most 128"),
+        "{msg}"
+    );
+    assert!(y.iter().all(|v| v.is_nan()), "nothing ran");
+    let within = LaunchConfig::for_len(x.len(), 128);
+    ptx_kernels::user_bounded::launch(&emu(), within, &x, &mut y).unwrap();
+    assert!(x.iter().zip(&y).all(|(a, b)| *b == 2.0 * a));
+}
+
 // ---- Bugs the emulator reports ----
 
 fn panic_message(r: std::thread::Result<()>) -> String {

@@ -343,6 +343,24 @@ fn bounds_checks_trap_and_unchecked_access_does_not_check() {
 }
 
 #[test]
+fn launch_bounds_become_the_entry_directives() {
+    for cc in ARCHS {
+        let bounded = body(cc, "user_bounded");
+        let head = &bounded[..bounded.find('{').unwrap()];
+        assert!(head.contains(".maxntid 128, 1, 1"), "sm_{cc}: {head}");
+        assert!(head.contains(".minnctapersm 4"), "sm_{cc}: {head}");
+        assert!(
+            !module(cc).contains("__lookahead_launch_bounds__"),
+            "sm_{cc}"
+        );
+        assert!(
+            !body(cc, "user_axpy").contains(".maxntid"),
+            "only where asked"
+        );
+    }
+}
+
+#[test]
 fn ptxas_accepts_every_test_module() {
     let ptxas = CudaTools::discover().ptxas.expect(
         "ptxas not found: run scripts/setup.sh (pip nvidia-cuda-nvcc-cu12) or set LOOKAHEAD_PTXAS",

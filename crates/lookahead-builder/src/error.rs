@@ -77,6 +77,10 @@ pub enum BuildError {
         /// The unresolved names.
         symbols: String,
     },
+    /// A `#[kernel(launch_bounds(..))]` export could not be turned into its entry's
+    /// directives (a bug in `#[kernel]` or the builder, not in the kernel).
+    #[error("launch bounds: {0}")]
+    LaunchBounds(String),
     /// A file could not be read or written.
     #[error("{what} {path}: {source}")]
     Io {

@@ -52,6 +52,10 @@ pub const TARGET: &str = "nvptx64-nvidia-cuda";
 /// `cp.async.bulk.prefetch` and needs a CUDA 12.0+ driver.
 pub const DEFAULT_PTX_ISA: &str = "8.0";
 
+/// The rustc flag that turns off the MIR passes that may copy a barrier or a warp collective
+/// into code that only some threads run (see [`KernelBuilder`]'s device flags).
+pub const DISABLED_MIR_PASSES: &str = "-Zmir-enable-passes=-JumpThreading";
+
 /// One built PTX module.
 #[derive(Debug, Clone)]
 pub struct BuiltPtx {
@@ -200,6 +204,12 @@ impl KernelBuilder {
                 format!("-Ctarget-cpu={}", arch.target_cpu()),
                 format!("-Ctarget-feature=+{ptx_feature}"),
                 format!("-Clinker={}", shim.display()),
+                // MIR's jump threading copies a call into both arms of a branch; when the
+                // call holds a barrier and the branch differs between threads, the threads
+                // of one warp reach two `bar.sync`s and the block deadlocks
+                // (rust-lang/rust#137086). LLVM's passes respect `convergent`; MIR has no
+                // such notion, so the pass is off for device code.
+                DISABLED_MIR_PASSES.to_string(),
             ]
             .join("\x1f");
             cmd.env("CARGO_ENCODED_RUSTFLAGS", rustflags)

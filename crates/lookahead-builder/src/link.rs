@@ -188,6 +188,8 @@ fn link(req: &LinkRequest) -> Result<(), BuildError> {
     run(llc.arg(&optimized).arg("-o").arg(&output))?;
 
     let ptx = fs::read_to_string(&output).map_err(|e| BuildError::io("reading", &output, e))?;
+    let ptx = crate::ptx::apply_launch_bounds(&ptx).map_err(BuildError::LaunchBounds)?;
+    fs::write(&output, &ptx).map_err(|e| BuildError::io("writing", &output, e))?;
     let unresolved = crate::ptx::unresolved_functions(&ptx);
     if !unresolved.is_empty() {
         return Err(BuildError::UnresolvedSymbols {

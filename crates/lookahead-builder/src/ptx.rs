@@ -69,6 +69,82 @@ pub fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
     None
 }
 
+/// The prefix of the static `#[kernel(launch_bounds(..))]` exports beside an entry: `[u32;
+/// 2]`, the most threads per block and the blocks per multiprocessor (0: none asked).
+pub const LAUNCH_BOUNDS_PREFIX: &str = "__lookahead_launch_bounds__";
+
+/// Turns the launch-bounds statics `#[kernel]` exports into the directives of their entries
+/// (`.maxntid N, 1, 1`, and `.minnctapersm M` when asked), and removes the statics: `ptxas`
+/// then fits the kernel's registers to the bounds, as CUDA's `__launch_bounds__` does.
+///
+/// ```
+/// let ptx = "// .globl\tk\n.visible .entry k(\n.param .u32 k_param_0\n)\n{\nret;\n}\n\
+///            // .globl\t__lookahead_launch_bounds__k\n\
+///            .visible .global .align 4 .b8 __lookahead_launch_bounds__k[8] = {0, 1, 0, 0, 2, 0, 0, 0};\n";
+/// let out = lookahead_builder::ptx::apply_launch_bounds(ptx).unwrap();
+/// assert!(out.contains(")\n\t.maxntid 256, 1, 1\n\t.minnctapersm 2\n{"));
+/// assert!(!out.contains("__lookahead_launch_bounds__"));
+/// ```
+pub fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
+    let mut bounds = Vec::new();
+    let mut kept = Vec::new();
+    for line in ptx.lines() {
+        if !line.contains(LAUNCH_BOUNDS_PREFIX) {
+            kept.push(line);
+            continue;
+        }
+        if line.trim_start().starts_with("//") {
+            continue; // the `.globl` comment before the static
+        }
+        bounds.push(parse_bounds_line(line)?);
+    }
+    let mut out = kept.join("\n");
+    if ptx.ends_with('\n') {
+        out.push('\n');
+    }
+    for (entry, threads, blocks) in bounds {
+        let start = out
+            .find(&format!(".entry {entry}("))
+            .ok_or_else(|| format!("launch bounds for `{entry}`, which is not an entry"))?;
+        let close = start
+            + out[start..]
+                .find(')')
+                .ok_or_else(|| format!("the entry `{entry}` has no parameter list"))?;
+        let mut directives = format!("\n\t.maxntid {threads}, 1, 1");
+        if blocks > 0 {
+            directives.push_str(&format!("\n\t.minnctapersm {blocks}"));
+        }
+        out.insert_str(close + 1, &directives);
+    }
+    Ok(out)
+}
+
+/// `(entry, threads, blocks_per_sm)` from the PTX line of one launch-bounds static, whose
+/// initialiser LLVM writes as bytes (`.b8 name[8]`) or words (`.u32 name[2]`), leaving out
+/// trailing zeros.
+fn parse_bounds_line(line: &str) -> Result<(String, u32, u32), String> {
+    let bad = || format!("cannot read the launch bounds in `{}`", line.trim());
+    let after = line.split(LAUNCH_BOUNDS_PREFIX).nth(1).ok_or_else(bad)?;
+    let entry = name_prefix(after);
+    let init = line.split_once('{').ok_or_else(bad)?.1;
+    let init = init.split_once('}').ok_or_else(bad)?.0;
+    let mut values = (init.split(','))
+        .map(|v| v.trim().parse::<u32>().map_err(|_| bad()))
+        .collect::<Result<Vec<u32>, String>>()?;
+    let bytes = line.contains(".b8 ");
+    let count = if bytes { 8 } else { 2 };
+    if values.len() > count || values.iter().any(|&v| bytes && v > 255) {
+        return Err(bad());
+    }
+    values.resize(count, 0);
+    if bytes {
+        let word = |i: usize| -> u32 { (0..4).map(|b| values[4 * i + b] << (8 * b)).sum() };
+        Ok((entry, word(0), word(1)))
+    } else {
+        Ok((entry, values[0], values[1]))
+    }
+}
+
 fn declared_after(ptx: &str, keyword: &str) -> Vec<String> {
     ptx.lines()
         .filter_map(|l| l.split_once(keyword).map(|(_, rest)| name_prefix(rest)))
@@ -129,5 +205,54 @@ mod tests {
         assert!(body.contains("prefetch.global.L2"));
         assert!(!entry_body(SAMPLE, "saxpy").unwrap().contains("prefetch"));
         assert!(entry_body(SAMPLE, "missing").is_none());
+    }
+}
+
+#[cfg(test)]
+mod launch_bounds_tests {
+    use super::*;
+
+    const ENTRY: &str = ".visible .entry k(\n\t.param .u32 k_param_0\n)\n{\n\tret;\n}\n";
+
+    #[test]
+    fn bytes_with_trailing_zeros_left_out_and_words_both_read() {
+        for (init, want) in [
+            (
+                ".b8 __lookahead_launch_bounds__k[8] = {0, 1, 0, 0, 2};",
+                (256, 2),
+            ),
+            (".b8 __lookahead_launch_bounds__k[8] = {128};", (128, 0)),
+            (".u32 __lookahead_launch_bounds__k[2] = {512, 1};", (512, 1)),
+        ] {
+            let line = format!(".visible .global .align 4 {init}");
+            let (entry, t, b) = parse_bounds_line(&line).unwrap();
+            assert_eq!((entry.as_str(), t, b), ("k", want.0, want.1), "{init}");
+        }
+    }
+
+    #[test]
+    fn directives_go_after_the_parameters_and_the_static_goes() {
+        let ptx = format!(
+            "{ENTRY}\t// .globl\t__lookahead_launch_bounds__k\n.visible .global .align 4 .b8 __lookahead_launch_bounds__k[8] = {{128}};\n"
+        );
+        let out = apply_launch_bounds(&ptx).unwrap();
+        assert!(out.contains(")\n\t.maxntid 128, 1, 1\n{"), "{out}");
+        assert!(
+            !out.contains("minnctapersm") && !out.contains(LAUNCH_BOUNDS_PREFIX),
+            "{out}"
+        );
+        assert_eq!(
+            apply_launch_bounds(ENTRY).unwrap(),
+            ENTRY,
+            "nothing asked, nothing changed"
+        );
+    }
+
+    #[test]
+    fn bounds_for_a_missing_entry_or_unreadable_values_are_errors() {
+        let stray = ".visible .global .align 4 .b8 __lookahead_launch_bounds__gone[8] = {1};\n";
+        assert!(apply_launch_bounds(stray).unwrap_err().contains("`gone`"));
+        let garbled = format!("{ENTRY}.global .b8 __lookahead_launch_bounds__k[8] = {{x}};\n");
+        assert!(apply_launch_bounds(&garbled).is_err());
     }
 }

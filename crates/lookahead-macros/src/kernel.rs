@@ -15,10 +15,68 @@ struct Options {
     same_len: Vec<Vec<Ident>>,
     min_len: Vec<(Ident, Expr)>,
     ptx: Option<Path>,
+    bounds: Option<LaunchBounds>,
 }
 
-const KNOWN_OPTIONS: &str =
-    "known #[kernel] options: `same_len(a, b, ...)`, `min_len(a = N)`, `ptx = path`";
+/// CUDA's `__launch_bounds__`: the most threads per block the kernel is launched with and,
+/// optionally, the blocks per multiprocessor it must fit (which caps its registers). Each is
+/// a `u32` literal or constant.
+#[derive(Clone)]
+struct LaunchBounds {
+    threads: Expr,
+    blocks_per_sm: Option<Expr>,
+}
+
+const KNOWN_OPTIONS: &str = "known #[kernel] options: `same_len(a, b, ...)`, `min_len(a = N)`, \
+     `launch_bounds(threads = N, blocks_per_sm = M)`, `ptx = path`";
+
+fn is_int_literal(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(_),
+            ..
+        })
+    )
+}
+
+/// `launch_bounds(threads = N)` or `launch_bounds(threads = N, blocks_per_sm = M)`.
+fn parse_launch_bounds(l: &syn::MetaList) -> syn::Result<LaunchBounds> {
+    let usage =
+        "write `launch_bounds(threads = 256)` or `launch_bounds(threads = 256, blocks_per_sm = 2)`";
+    let pairs =
+        Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
+    let (mut threads, mut blocks) = (None, None);
+    for p in pairs {
+        let key = p.path.get_ident().map(|i| i.to_string());
+        let (slot, most) = match key.as_deref() {
+            Some("threads") => (&mut threads, 1024),
+            Some("blocks_per_sm") => (&mut blocks, u32::MAX),
+            _ => return Err(syn::Error::new(p.path.span(), usage)),
+        };
+        if let Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) = &p.value
+        {
+            match i.base10_parse::<u32>() {
+                Ok(v) if v > 0 && v <= most => {}
+                _ => {
+                    return Err(syn::Error::new(
+                        i.span(),
+                        "a launch bound is a positive `u32`; `threads` is at most 1024",
+                    ))
+                }
+            }
+        }
+        *slot = Some(p.value);
+    }
+    let threads = threads.ok_or_else(|| syn::Error::new(l.span(), usage))?;
+    Ok(LaunchBounds {
+        threads,
+        blocks_per_sm: blocks,
+    })
+}
 
 fn parse_options(attr: TokenStream) -> syn::Result<Options> {
     let mut o = Options::default();
@@ -47,6 +105,7 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
                     o.min_len.push((id, p.value));
                 }
             }
+            (Some("launch_bounds"), Meta::List(l)) => o.bounds = Some(parse_launch_bounds(l)?),
             (Some("ptx"), Meta::NameValue(nv)) => match &nv.value {
                 Expr::Path(p) => o.ptx = Some(p.path.clone()),
                 other => {
@@ -293,6 +352,7 @@ impl Kernel {
     fn entry(&self, name: &Ident, body_fn: &Ident, docs: &[&Attribute]) -> TokenStream {
         let lowered = self.params.iter().map(Param::lowered);
         let rebuilt = self.params.iter().map(Param::rebuild);
+        let bounds = self.bounds_static(name);
         quote! {
             #[cfg(target_arch = "nvptx64")]
             #(#docs)*
@@ -302,7 +362,59 @@ impl Kernel {
                 #[allow(unused_unsafe)]
                 unsafe { #body_fn(#(#rebuilt),*) }
             }
+            #bounds
         }
+    }
+
+    /// The launch bounds travel to the builder as an exported static next to the entry
+    /// (rustc cannot put `.maxntid` on a function); the builder turns it into the entry's
+    /// `.maxntid` / `.minnctapersm` directives and removes it from the PTX.
+    fn bounds_static(&self, entry: &Ident) -> TokenStream {
+        let Some(LaunchBounds {
+            threads,
+            blocks_per_sm,
+        }) = &self.opts.bounds
+        else {
+            return quote!();
+        };
+        let blocks = blocks_per_sm
+            .clone()
+            .unwrap_or_else(|| syn::parse_quote!(0));
+        let name = format_ident!("__lookahead_launch_bounds__{}", entry);
+        quote! {
+            #[cfg(target_arch = "nvptx64")]
+            #[doc(hidden)]
+            #[no_mangle]
+            #[used]
+            #[allow(non_upper_case_globals)]
+            pub static #name: [u32; 2] = [#threads, #blocks];
+        }
+    }
+
+    /// The launcher's check of the block against the kernel's launch bounds, and a
+    /// compile-time check of the bounds themselves (they may be constants).
+    fn bounds_check(&self) -> TokenStream {
+        let Some(b) = &self.opts.bounds else {
+            return quote!();
+        };
+        let (cfg, threads) = (mixed("cfg"), &b.threads);
+        // Literals were checked when parsed; constants are checked when compiled.
+        let t = (!is_int_literal(threads)).then(|| {
+            quote_spanned!(threads.span()=>
+                #[allow(clippy::assertions_on_constants)]
+                const _: () = ::core::assert!(
+                    #threads >= 1 && #threads <= 1024,
+                    "launch_bounds: `threads` is 1 to 1024"
+                );
+            )
+        });
+        let m = (b.blocks_per_sm.as_ref()).filter(|m| !is_int_literal(m)).map(|m| {
+            quote_spanned!(m.span()=>
+                #[allow(clippy::assertions_on_constants)]
+                const _: () = ::core::assert!(#m >= 1, "launch_bounds: `blocks_per_sm` is at least 1");
+            )
+        });
+        quote!(#t #m #cfg.check_launch_bounds(NAME, #threads)?;)
     }
 
     /// rustc reports a second definition as "the name `...` is defined multiple times", with
@@ -406,10 +518,11 @@ impl Kernel {
         let reads: Vec<_> = (self.params.iter())
             .map(|p| p.read_params(&params, &mut next))
             .collect();
-        let ptx = self.ptx();
+        let (ptx, bounds) = (self.ptx(), self.bounds_check());
         quote! {
             let #cfg: ::lookahead::launch::LaunchConfig = #cfg.into();
             #cfg.check(NAME)?;
+            #bounds
             #(#lens)*
             #rules
             let #plan_id: #au::Plan = #plan;

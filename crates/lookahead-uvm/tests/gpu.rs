@@ -142,60 +142,61 @@ fn gpu_driven_requests_arrive_and_never_change_results() {
     );
 }
 
+/// One ring and service, `batches` launches over 8 ranges of 64 KiB with the pages sent
+/// back to the host every 100 batches; checks every sum and that no request was lost.
+fn soak_session(gpu: &Gpu, k: &UvmKernels, batches: usize) {
+    let (ranges, words) = (8, 16 << 10);
+    let (mut buf, want) = data(gpu, ranges, words);
+    let ring = Arc::new(RequestRing::new(gpu, 16, ranges as u32).unwrap());
+    let service = PrefetchService::start(
+        ring.clone(),
+        ServiceConfig {
+            threads: 4,
+            ..ServiceConfig::default()
+        },
+    )
+    .unwrap();
+    let started = Instant::now();
+    for batch in 0..batches {
+        if batch % 100 == 0 {
+            // Send the pages back to the host now and then, so requests have work to do.
+            buf.as_mut_slice().unwrap()[0] = buf.as_slice().unwrap()[0];
+            buf.prefetch(lookahead::Location::Host, gpu.stream())
+                .unwrap();
+            gpu.synchronize().unwrap();
+        }
+        let wait = Duration::from_millis(500);
+        let (sums, _) = run_sums(gpu, k, &ring, wait, &buf, ranges, words);
+        assert_eq!(sums, want, "batch {batch}");
+    }
+    let report = service.stop();
+    println!(
+        "{batches} batches in {:.2} s: {report:?}",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(report.completed, report.requests, "no request lost");
+    assert_eq!(ring.pending().unwrap(), 0, "nothing left in the ring");
+    assert!(
+        report.requests as usize >= batches,
+        "requests were made: {}",
+        report.requests
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn soak_1000_batches_no_hang_no_loss_no_leak() {
     let gpu = gpu();
     let k = UvmKernels::load(&gpu).unwrap();
+    // A first session outside the measurement: the driver keeps what it sets up on first use
+    // (of the kernel, of a thread's streams) for the context's life, which is not a leak.
+    soak_session(&gpu, &k, 1);
     gpu.synchronize().unwrap();
     let (free_before, _) = gpu.memory_info().unwrap();
-    {
-        let (ranges, words) = (8, 16 << 10); // 8 ranges of 64 KiB
-        let (mut buf, want) = data(&gpu, ranges, words);
-        let ring = Arc::new(RequestRing::new(&gpu, 16, ranges as u32).unwrap());
-        let service = PrefetchService::start(
-            ring.clone(),
-            ServiceConfig {
-                threads: 4,
-                ..ServiceConfig::default()
-            },
-        )
-        .unwrap();
-        let started = Instant::now();
-        for batch in 0..1000 {
-            if batch % 100 == 0 {
-                // Send the pages back to the host now and then, so requests have work to do.
-                buf.as_mut_slice().unwrap()[0] = buf.as_slice().unwrap()[0];
-                buf.prefetch(lookahead::Location::Host, gpu.stream())
-                    .unwrap();
-                gpu.synchronize().unwrap();
-            }
-            let (sums, _) = run_sums(
-                &gpu,
-                &k,
-                &ring,
-                Duration::from_millis(500),
-                &buf,
-                ranges,
-                words,
-            );
-            assert_eq!(sums, want, "batch {batch}");
-        }
-        let report = service.stop();
-        println!(
-            "1000 batches in {:.2} s: {report:?}",
-            started.elapsed().as_secs_f64()
-        );
-        assert_eq!(report.completed, report.requests, "no request lost");
-        assert_eq!(ring.pending().unwrap(), 0, "nothing left in the ring");
-        assert!(
-            report.requests >= 1000,
-            "requests were made: {}",
-            report.requests
-        );
-    }
+    soak_session(&gpu, &k, 1000);
     gpu.synchronize().unwrap();
     let (free_after, _) = gpu.memory_info().unwrap();
+    println!("free device memory: {free_before} before, {free_after} after");
     assert!(
         free_after + (4 << 20) >= free_before,
         "device memory back to its starting level: {free_before} -> {free_after}"

@@ -44,6 +44,7 @@ pub const KERNELS: &[&str] = &[
     "intr_bounds",
     "user_chase",
     "user_axpy",
+    "user_bounded",
 ];
 
 #[kernel(same_len(x, y))]
@@ -463,6 +464,16 @@ pub fn user_axpy(mut p: Axpy) {
         p.y[i] += p.a * p.x[i];
         i += grid_stride_x();
         k += 1;
+    }
+}
+
+/// `y[i] = 2 x[i]`, for blocks of at most 128 threads, 4 of them resident per multiprocessor
+/// (CUDA's `__launch_bounds__(128, 4)`).
+#[kernel(same_len(x, y), launch_bounds(threads = 128, blocks_per_sm = 4))]
+pub fn user_bounded(x: &[f32], y: &mut [f32]) {
+    let i = global_index_x();
+    if i < x.len() {
+        y[i] = 2.0 * x[i];
     }
 }
 

@@ -117,6 +117,23 @@ impl LaunchConfig {
         }
         Ok(())
     }
+
+    /// Checks the block against a kernel's `#[kernel(launch_bounds(threads = N))]`: the PTX
+    /// entry carries `.maxntid N`, and the driver refuses a larger block with a bare
+    /// `CUDA_ERROR_INVALID_VALUE`; this says which kernel and why, on the emulator too.
+    pub fn check_launch_bounds(&self, kernel: &'static str, max_threads: u32) -> Result<()> {
+        let b = self.block_dim;
+        let threads = b.0 as u64 * b.1 as u64 * b.2 as u64;
+        if threads > max_threads as u64 {
+            return Err(Error::InvalidLaunch {
+                kernel,
+                reason: format!(
+                    "block_dim {b:?} is {threads} threads per block; the kernel's launch_bounds allow at most {max_threads}"
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl From<LaunchConfig> for cudarc::driver::LaunchConfig {
