@@ -313,6 +313,25 @@ fn a_kernel_params_struct_binds_its_views_and_values() {
 }
 
 #[test]
+fn math_methods_are_the_standard_librarys_on_the_emulator() {
+    let mut rng = Rng::fresh("intr_math");
+    let x: Vec<f32> = rng.f32s(300).iter().map(|v| 4.0 * v).collect();
+    let (mut o32, mut o64) = (vec![f32::NAN; 8 * x.len()], vec![f64::NAN; 4 * x.len()]);
+    let cfg = LaunchConfig::for_len(x.len(), 64);
+    ptx_kernels::intr_math::launch(&emu(), cfg, &x, &mut o32, &mut o64).unwrap();
+    let (w32, w64) = ptx_kernels::math_reference(&x);
+    // Bit for bit: both sides call the host's functions.
+    assert_eq!(
+        o32.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        w32.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        o64.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        w64.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn launch_bounds_refuse_a_larger_block_and_take_one_within() {
     let x: Vec<f32> = (0..1000).map(|i| i as f32).collect();
     let mut y = vec![f32::NAN; x.len()];

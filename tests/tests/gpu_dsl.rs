@@ -259,3 +259,47 @@ fn a_kernel_params_struct_runs_on_the_gpu() {
         );
     }
 }
+
+/// `x` and `y` agree to `ulps` units in the last place (of `y`), or are both NaN.
+fn close_ulps(x: f64, y: f64, ulp: f64, ulps: f64) -> bool {
+    (x.is_nan() && y.is_nan()) || (x - y).abs() <= ulps * ulp * y.abs().max(f64::MIN_POSITIVE)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn math_on_the_gpu_is_within_a_few_ulp_of_the_host() {
+    let gpu = gpu();
+    let on = test_kernels(&gpu);
+    let x: Vec<f32> = input(14, 100_003).iter().map(|v| 4.0 * v).collect();
+    let dx = dev(&gpu, &x);
+    let mut o32 = dev(&gpu, &vec![f32::NAN; 8 * x.len()]);
+    let mut o64 = gpu
+        .stream()
+        .clone_htod(&vec![f64::NAN; 4 * x.len()])
+        .unwrap();
+    let cfg = LaunchConfig::for_len(x.len(), 256);
+    ptx_kernels::intr_math::launch(&on, cfg, &dx, &mut o32, &mut o64).unwrap();
+    let got32 = read_dev(&gpu, &o32);
+    let got64 = gpu.stream().clone_dtoh(&o64).unwrap();
+    let (w32, w64) = ptx_kernels::math_reference(&x);
+    // libdevice's documented bounds are 1-4 ulp per function; a composed result (a sum of
+    // three, a power of an arctangent) may add a few, measured against the host's result.
+    for (k, (g, w)) in got32.iter().zip(&w32).enumerate() {
+        let ulps: f64 = [2.0, 2.0, 2.0, 16.0, 0.0, 0.0, 0.0, 8.0][k % 8];
+        assert!(
+            close_ulps(*g as f64, *w as f64, f32::EPSILON as f64, ulps.max(0.5)),
+            "f32 result {} of x = {}: {g} vs {w}",
+            k % 8,
+            x[k / 8]
+        );
+    }
+    for (k, (g, w)) in got64.iter().zip(&w64).enumerate() {
+        let ulps = [2.0, 0.5, 4.0, 2.0][k % 4];
+        assert!(
+            close_ulps(*g, *w, f64::EPSILON, ulps),
+            "f64 result {} of x = {}: {g} vs {w}",
+            k % 4,
+            x[k / 4]
+        );
+    }
+}

@@ -203,6 +203,9 @@ fn a_target_of_the_loop_variable_is_prefetched_inside_the_loop() {
             in_loop(cc, "pf_of_loop_var", "prefetch.global.L2 ["),
             "sm_{cc}"
         );
+        // `src.at(k)` of 4-byte elements: one prefetch, no loop over cache lines.
+        let b = body(cc, "pf_of_loop_var");
+        assert_eq!(b.matches("prefetch.global.L2").count(), 1, "sm_{cc}: {b}");
     }
 }
 
@@ -339,6 +342,29 @@ fn bounds_checks_trap_and_unchecked_access_does_not_check() {
         );
         // The panic path ends in the trapping panic handler.
         assert!(module(cc).contains("trap;"), "sm_{cc}");
+    }
+}
+
+#[test]
+fn math_is_libdevice_inlined_and_exact_instructions() {
+    for cc in ARCHS {
+        let b = body(cc, "intr_math");
+        let code = b.lines().map(|l| l.split("//").next().unwrap_or(""));
+        assert!(
+            !code.into_iter().any(|l| l.contains("__nv_")),
+            "sm_{cc}: libdevice is linked in and inlined"
+        );
+        for needle in [
+            "sqrt.rn.f32",
+            "sqrt.rn.f64",
+            "fma.rn.f32",
+            "cvt.rmi.f32.f32",
+            "cvt.rpi.f32.f32",
+            "abs.f32",
+        ] {
+            assert!(b.contains(needle), "sm_{cc}: {needle}");
+        }
+        assert!(ptx::unresolved_functions(module(cc)).is_empty(), "sm_{cc}");
     }
 }
 

@@ -77,6 +77,12 @@ pub enum BuildError {
         /// The unresolved names.
         symbols: String,
     },
+    /// The kernel crate's root is not `#![no_std]` on every target.
+    #[error("{root} is not `#![no_std]`: a kernel crate is `no_std` on the host too, so the host build of its kernels (and the CPU emulator) refuses what the GPU build refuses (`println!`, `Vec`, `format!`, `f32::sin` without `GpuFloat`). Write `#![no_std]` instead of `#![cfg_attr(target_arch = \"nvptx64\", no_std)]`; host-only code in the crate names the standard library with `extern crate std;`")]
+    NotNoStd {
+        /// The crate root.
+        root: PathBuf,
+    },
     /// A `#[kernel(launch_bounds(..))]` export could not be turned into its entry's
     /// directives (a bug in `#[kernel]` or the builder, not in the kernel).
     #[error("launch bounds: {0}")]

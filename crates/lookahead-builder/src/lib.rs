@@ -428,6 +428,7 @@ fn clean_nested_env(cmd: &mut Command, toolchain: &DeviceToolchain) {
 }
 
 /// The crate's library name (`[lib] name`, else the package name with `-` as `_`).
+/// The kernel crate's library name, after checking that its root is `#![no_std]`.
 fn lib_name(crate_dir: &Path) -> Result<String, BuildError> {
     let meta = package_metadata(crate_dir)?;
     let pkg = meta
@@ -438,13 +439,33 @@ fn lib_name(crate_dir: &Path) -> Result<String, BuildError> {
             status: "no package".into(),
             stderr: format!("no package with its manifest in {}", crate_dir.display()),
         })?;
+    check_no_std(&pkg.lib_root)?;
     Ok(pkg.lib_name.clone())
+}
+
+/// A kernel crate is `#![no_std]` on every target, not only on the GPU: then its host build
+/// (the type check of every kernel, and the emulator) refuses what the GPU build refuses
+/// (`println!`, `Vec`, `String`, `format!`), instead of running code the GPU cannot.
+fn check_no_std(root: &Path) -> Result<(), BuildError> {
+    let text = fs::read_to_string(root).map_err(|e| BuildError::io("reading", root, e))?;
+    let no_std = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or("").replace(' ', ""))
+        .any(|l| l.starts_with("#![no_std]"));
+    if no_std {
+        Ok(())
+    } else {
+        Err(BuildError::NotNoStd {
+            root: root.to_path_buf(),
+        })
+    }
 }
 
 #[derive(Debug)]
 struct LocalPackage {
     manifest_dir: PathBuf,
     lib_name: String,
+    lib_root: PathBuf,
     path_deps: Vec<PathBuf>,
 }
 
@@ -473,18 +494,19 @@ fn package_metadata(crate_dir: &Path) -> Result<Vec<LocalPackage>, BuildError> {
     for pkg in json["packages"].as_array().into_iter().flatten() {
         let manifest = PathBuf::from(pkg["manifest_path"].as_str().unwrap_or_default());
         let manifest_dir = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
-        let lib_name = pkg["targets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| {
-                t["kind"]
-                    .as_array()
-                    .is_some_and(|k| k.iter().any(|k| k == "lib" || k == "cdylib" || k == "rlib"))
-            })
+        let lib = pkg["targets"].as_array().into_iter().flatten().find(|t| {
+            t["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "lib" || k == "cdylib" || k == "rlib"))
+        });
+        let lib_name = lib
             .and_then(|t| t["name"].as_str())
             .unwrap_or_else(|| pkg["name"].as_str().unwrap_or_default())
             .replace('-', "_");
+        let lib_root = lib
+            .and_then(|t| t["src_path"].as_str())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| manifest_dir.join("src").join("lib.rs"));
         let path_deps = pkg["dependencies"]
             .as_array()
             .into_iter()
@@ -494,6 +516,7 @@ fn package_metadata(crate_dir: &Path) -> Result<Vec<LocalPackage>, BuildError> {
         packages.push(LocalPackage {
             manifest_dir,
             lib_name,
+            lib_root,
             path_deps,
         });
     }
@@ -519,4 +542,33 @@ fn source_paths(crate_dir: &Path) -> Vec<PathBuf> {
         .flat_map(|d| [d.join("Cargo.toml"), d.join("src"), d.join("build.rs")])
         .filter(|p| p.exists())
         .collect()
+}
+
+#[cfg(test)]
+mod no_std_tests {
+    use super::*;
+
+    fn root_with(text: &str) -> PathBuf {
+        let dir = env::temp_dir().join(format!("lookahead-no-std-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("lib{}.rs", text.len()));
+        fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_crate_root_must_be_no_std_on_every_target() {
+        assert!(check_no_std(&root_with("//! k\n#![no_std]\n")).is_ok());
+        assert!(check_no_std(&root_with(
+            "#![cfg(target_arch = \"nvptx64\")]\n#![no_std]\n"
+        ))
+        .is_ok());
+        let gpu_only = root_with("#![cfg_attr(target_arch = \"nvptx64\", no_std)]\n");
+        let err = check_no_std(&gpu_only).unwrap_err().to_string();
+        assert!(
+            err.contains("is not `#![no_std]`") && err.contains("extern crate std"),
+            "{err}"
+        );
+        assert!(check_no_std(&root_with("// #![no_std]\nfn f() {}\n")).is_err());
+    }
 }

@@ -4,6 +4,7 @@
 //! thread, block and grid coordinates, barriers and fences, `nanosleep`, atomics, ordered
 //! loads and stores, warp shuffles and votes, static shared memory, typed views of device and
 //! managed (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]),
+//! the floating-point functions of the standard library ([`math`]: libdevice on the GPU),
 //! the prefetch instructions behind `#[prefetch_next]`, and the GPU half of the Unified
 //! Memory protocol ([`uvm`]). Each intrinsic is a thin
 //! safe (or clearly `unsafe`) wrapper over one PTX instruction, so kernel crates never write
@@ -37,12 +38,14 @@ macro_rules! gpu_or_host {
 
 pub mod atomic;
 pub mod index;
+pub mod math;
 pub mod memory;
 #[cfg(target_arch = "nvptx64")]
 mod panic;
 pub mod param;
 pub mod prefetch;
 pub mod shared;
+pub mod std_is_not_available_in_kernels;
 pub mod sync;
 pub mod uvm;
 pub mod view;
@@ -78,6 +81,7 @@ pub mod prelude {
         WarpFetchAdd,
     };
     pub use crate::index::*;
+    pub use crate::math::GpuFloat;
     pub use crate::prefetch;
     pub use crate::prefetch::PrefetchPart;
     pub use crate::shared_array;

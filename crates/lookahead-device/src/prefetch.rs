@@ -167,6 +167,20 @@ fn lines(addr: usize, bytes: usize, each: impl Fn(*const u8)) {
     }
 }
 
+/// The one or two lines of one element of at most a line: no loop, so a hint on one
+/// element costs an instruction or two, not a line loop's dozens.
+#[inline(always)]
+fn element_lines(addr: usize, bytes: usize, each: impl Fn(*const u8)) {
+    if bytes == 0 {
+        return;
+    }
+    each(addr as *const u8);
+    let last = addr + bytes - 1;
+    if last / LINE_BYTES != addr / LINE_BYTES {
+        each((last & !(LINE_BYTES - 1)) as *const u8);
+    }
+}
+
 /// Prefetches all of `data` into L2 with `cp.async.bulk.prefetch.L2.global` (sm_90 and
 /// later), widening the range to 16-byte alignment and splitting pieces larger than
 /// [`BULK_PIECE`] itself.
@@ -213,15 +227,27 @@ pub enum Level {
 
 /// Something `#[prefetch_next]` can prefetch from: a slice or one of the [`crate::view`]
 /// types. `KIND` says which memory it is in, so managed memory gets its own mechanism.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not data `#[prefetch_next]` can fetch ahead",
+    label = "not a slice or view of GPU-visible memory",
+    note = "prefetch targets are the kernel's slices and views (`&[T]`, `&mut [T]`, `DeviceSlice<T>`, `ManagedSlice<T>`...) or parts of them (`x.part(a..b)`, `x.at(k)`); a local array or value lives in registers or the thread's stack and has nothing to fetch"
+)]
 pub trait PrefetchSource {
     /// Which memory the data lives in.
     const KIND: MemoryKind;
+    /// Whether the region is at most one element ([`PrefetchPart::at`]): a prefetch of it
+    /// needs no loop over cache lines.
+    const AT_MOST_ONE: bool = false;
+    /// The alignment of the elements' addresses: an element whose size is a power of two no
+    /// larger than its alignment never straddles two cache lines.
+    const ELEM_ALIGN: usize = 1;
     /// (first element's address, number of elements, bytes per element).
     fn region(&self) -> (usize, usize, usize);
 }
 
 impl<T> PrefetchSource for [T] {
     const KIND: MemoryKind = MemoryKind::Device;
+    const ELEM_ALIGN: usize = core::mem::align_of::<T>();
     #[inline(always)]
     fn region(&self) -> (usize, usize, usize) {
         (
@@ -234,6 +260,8 @@ impl<T> PrefetchSource for [T] {
 
 impl<S: PrefetchSource + ?Sized> PrefetchSource for &S {
     const KIND: MemoryKind = S::KIND;
+    const AT_MOST_ONE: bool = S::AT_MOST_ONE;
+    const ELEM_ALIGN: usize = S::ELEM_ALIGN;
     #[inline(always)]
     fn region(&self) -> (usize, usize, usize) {
         (**self).region()
@@ -242,6 +270,8 @@ impl<S: PrefetchSource + ?Sized> PrefetchSource for &S {
 
 impl<S: PrefetchSource + ?Sized> PrefetchSource for &mut S {
     const KIND: MemoryKind = S::KIND;
+    const AT_MOST_ONE: bool = S::AT_MOST_ONE;
+    const ELEM_ALIGN: usize = S::ELEM_ALIGN;
     #[inline(always)]
     fn region(&self) -> (usize, usize, usize) {
         (**self).region()
@@ -252,6 +282,7 @@ macro_rules! view_source {
     ($($t:ident),*) => {$(
         impl<T> PrefetchSource for $t<T> {
             const KIND: MemoryKind = $t::<T>::KIND;
+            const ELEM_ALIGN: usize = core::mem::align_of::<T>();
             #[inline(always)]
             fn region(&self) -> (usize, usize, usize) {
                 (self.as_ptr() as usize, self.len(), core::mem::size_of::<T>())
@@ -294,6 +325,19 @@ pub fn prefetch_range<S: PrefetchSource + ?Sized>(
 ) {
     let Some((addr, bytes)) = clamp_range(src, first, count) else {
         return;
+    };
+    let (_, _, size) = src.region();
+    let lines = |addr: usize, bytes: usize, each: fn(*const u8)| {
+        if S::AT_MOST_ONE && size.is_power_of_two() && size <= S::ELEM_ALIGN.min(LINE_BYTES) {
+            // One aligned element of at most a line: one line.
+            if bytes > 0 {
+                each(addr as *const u8)
+            }
+        } else if S::AT_MOST_ONE && size <= LINE_BYTES {
+            element_lines(addr, bytes, each)
+        } else {
+            lines(addr, bytes, each)
+        }
     };
     if matches!(S::KIND, MemoryKind::Managed) {
         // Unified Memory: the in-kernel instructions do not migrate pages on the H100;
@@ -452,10 +496,34 @@ pub trait PrefetchPart: PrefetchSource {
         }
     }
 
-    /// Element `index` of `self` alone (empty when `index` is past the end).
+    /// Element `index` of `self` alone (empty when `index` is past the end). Its prefetch
+    /// touches the one or two lines the element lies in, with no loop.
     #[inline(always)]
-    fn at(&self, index: usize) -> Snapshot<Self> {
-        self.part(index..index.saturating_add(1))
+    fn at(&self, index: usize) -> Element<Self> {
+        Element(self.part(index..index.saturating_add(1)))
+    }
+}
+
+/// One element of a slice or view ([`PrefetchPart::at`]), or none when the index is past its
+/// end: a [`PrefetchSource`] whose prefetch needs no loop over cache lines.
+#[derive(Debug)]
+pub struct Element<S: ?Sized>(Snapshot<S>);
+
+impl<S: ?Sized> Clone for Element<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: ?Sized> Copy for Element<S> {}
+
+impl<S: PrefetchSource + ?Sized> PrefetchSource for Element<S> {
+    const KIND: MemoryKind = S::KIND;
+    const AT_MOST_ONE: bool = true;
+    const ELEM_ALIGN: usize = S::ELEM_ALIGN;
+    #[inline(always)]
+    fn region(&self) -> (usize, usize, usize) {
+        self.0.region()
     }
 }
 
@@ -490,6 +558,7 @@ impl<S: PrefetchSource + ?Sized> Snapshot<S> {
 
 impl<S: PrefetchSource + ?Sized> PrefetchSource for Snapshot<S> {
     const KIND: MemoryKind = S::KIND;
+    const ELEM_ALIGN: usize = S::ELEM_ALIGN;
     #[inline(always)]
     fn region(&self) -> (usize, usize, usize) {
         self.region

@@ -2,6 +2,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -102,6 +103,20 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
                     let id = p.path.get_ident().cloned().ok_or_else(|| {
                         syn::Error::new(p.path.span(), "write `min_len(param = N)`")
                     })?;
+                    let negative = match &p.value {
+                        Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)),
+                        Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Int(i),
+                            ..
+                        }) => i.base10_digits().starts_with('-'),
+                        _ => false,
+                    };
+                    if negative {
+                        return Err(syn::Error::new(
+                            p.value.span(),
+                            format!("`min_len({id} = ..)` is a length, at least 0: write a `usize` such as `min_len({id} = 1)`"),
+                        ));
+                    }
                     o.min_len.push((id, p.value));
                 }
             }
@@ -178,7 +193,29 @@ fn check_kernel_signature(f: &ItemFn) -> Vec<syn::Error> {
             refuse(a.span(), "do not write #[no_mangle]/#[export_name] on a #[kernel]: the macro exports it under its own name");
         }
     }
+    let name = sig.ident.unraw().to_string();
+    if !name.is_ascii() {
+        refuse(sig.ident.span(), &format!("a kernel's name is its PTX entry's name, which is ASCII only: rename `{name}` with ASCII letters, digits and `_`"));
+    }
     errs
+}
+
+/// `#[kernel]` or `#[device_fn]` written again under the first one.
+fn check_repeated(f: &ItemFn, what: &str) -> Option<syn::Error> {
+    let again = f.attrs.iter().find_map(|a| {
+        let last = a.path().segments.last()?.ident.to_string();
+        matches!(last.as_str(), "kernel" | "device_fn").then_some((a, last))
+    })?;
+    let (attr, other) = again;
+    let msg = if other == what {
+        format!(
+            "#[{what}] is written twice on `{}`: remove one",
+            f.sig.ident
+        )
+    } else {
+        format!("`{}` has both #[{what}] and #[{other}]: a #[kernel] is an entry the host launches, a #[device_fn] a helper kernels call; keep one", f.sig.ident)
+    };
+    Some(syn::Error::new(attr.span(), msg))
 }
 
 /// `same_len` and `min_len` name slice parameters of the kernel.
@@ -228,6 +265,7 @@ fn parse_kernel(attr: TokenStream, item: TokenStream) -> syn::Result<Kernel> {
     let mut f: ItemFn = syn::parse2(item)
         .map_err(|e| syn::Error::new(e.span(), format!("#[kernel] goes on a function: {e}")))?;
     let mut errs = check_signature(&f, true);
+    errs.extend(check_repeated(&f, "kernel"));
     let opts = parse_options(attr).unwrap_or_else(|e| {
         errs.push(e);
         Options::default()
@@ -271,17 +309,36 @@ impl Kernel {
     fn name(&self) -> &Ident {
         &self.f.sig.ident
     }
+    /// The name without `r#`: the PTX entry's name, and what the host looks up.
+    fn export(&self) -> String {
+        self.name().unraw().to_string()
+    }
+    /// The hinted entry's name (`level = auto`).
+    fn hinted_export(&self) -> String {
+        format!("{}__hinted", self.export())
+    }
     fn auto(&self) -> bool {
         self.plain_block.is_some()
     }
     fn body_fn(&self) -> Ident {
-        format_ident!("__lookahead_kernel_body_{}", self.name())
+        format_ident!("__lookahead_kernel_body_{}", self.export())
     }
     fn hinted_body_fn(&self) -> Ident {
-        format_ident!("__lookahead_kernel_body_{}__hinted", self.name())
+        format_ident!("__lookahead_kernel_body_{}__hinted", self.export())
     }
-    fn hinted_name(&self) -> Ident {
-        format_ident!("{}__hinted", self.name())
+    /// The trait whose unmet bound reports a call of the kernel as a function.
+    fn not_callable_trait(&self) -> Ident {
+        format_ident!(
+            "__lookahead_kernel_{}_is_launched_not_called",
+            self.export()
+        )
+    }
+    /// The constant that only resolves when the kernel is an item of a module.
+    fn at_module_level(&self) -> Ident {
+        format_ident!(
+            "kernel_{}_must_be_an_item_of_a_module__move_it_out_of_the_function_body",
+            self.export()
+        )
     }
     fn ptx(&self) -> TokenStream {
         match &self.opts.ptx {
@@ -293,13 +350,47 @@ impl Kernel {
     fn expand(&self) -> TokenStream {
         let (bodies, entries, markers) = (self.bodies(), self.entries(), self.markers());
         let checks = self.params.iter().map(Param::type_check);
-        let host = self.host_module();
+        let (host, not_callable) = (self.host_module(), self.not_callable());
         quote! {
             #bodies
             #entries
             #markers
             #(#checks)*
+            #not_callable
             #host
+        }
+    }
+
+    /// In the value namespace, the kernel's name is a function that cannot be called: a call
+    /// `k(..)` (from the host, or from another kernel) fails on an unmet bound whose message
+    /// says how to launch it. The host launchers live in the module `k`, the PTX entry under
+    /// an export name, so the name is free on both targets.
+    fn not_callable(&self) -> TokenStream {
+        let (name, vis, tr) = (self.name(), &self.f.vis, self.not_callable_trait());
+        let export = self.export();
+        let message = format!(
+            "`{export}` is a #[kernel]: it is launched, not called; from the host write \
+             `{export}::launch(on, cfg, ..)`"
+        );
+        let note =
+            "a kernel cannot call a kernel: put the code both need in a #[device_fn] and call that";
+        let gens: Vec<Ident> = (0..self.params.len())
+            .map(|i| format_ident!("__A{}", i))
+            .collect();
+        quote! {
+            #[doc(hidden)]
+            #[allow(non_camel_case_types)]
+            #[diagnostic::on_unimplemented(message = #message, label = "a kernel is not a function", note = #note)]
+            #vis trait #tr {}
+
+            #[doc(hidden)]
+            #[allow(non_snake_case, dead_code, clippy::all)]
+            #vis fn #name<#(#gens),*>(#(_: #gens),*)
+            where
+                (#(#gens,)*): #tr,
+            {
+                ::core::panic!("a #[kernel] cannot be called")
+            }
         }
     }
 
@@ -314,7 +405,7 @@ impl Kernel {
             quote!(#[allow(dead_code, clippy::all, unused_mut, unused_variables, non_snake_case)]);
         let (plain, hinted) = match &self.plain_block {
             Some(plain) => {
-                let (hinted_fn, block) = (self.hinted_body_fn(), &f.block);
+                let (hinted_fn, block) = (self.hinted_body_fn(), without_std(&f.block));
                 let hinted = quote! {
                     #[doc(hidden)]
                     #allow
@@ -326,6 +417,7 @@ impl Kernel {
             }
             None => (&*f.block, quote!()),
         };
+        let plain = without_std(plain);
         quote! {
             #(#docs)*
             #allow
@@ -338,27 +430,29 @@ impl Kernel {
 
     /// The PTX entries: `NAME`, and `NAME__hinted` for `level = auto`.
     fn entries(&self) -> TokenStream {
-        let plain = self.entry(self.name(), &self.body_fn(), &docs(&self.f.attrs));
+        let plain = self.entry(&self.export(), &self.body_fn(), &docs(&self.f.attrs));
         if !self.auto() {
             return plain;
         }
         let doc: Attribute = syn::parse_quote!(
             /// The hinted entry of a kernel with `#[prefetch_next(level = auto)]` loops.
         );
-        let hinted = self.entry(&self.hinted_name(), &self.hinted_body_fn(), &[&doc]);
+        let hinted = self.entry(&self.hinted_export(), &self.hinted_body_fn(), &[&doc]);
         quote!(#plain #hinted)
     }
 
-    fn entry(&self, name: &Ident, body_fn: &Ident, docs: &[&Attribute]) -> TokenStream {
+    /// One entry, exported as `export` (its Rust name is the generated code's own).
+    fn entry(&self, export: &str, body_fn: &Ident, docs: &[&Attribute]) -> TokenStream {
         let lowered = self.params.iter().map(Param::lowered);
         let rebuilt = self.params.iter().map(Param::rebuild);
-        let bounds = self.bounds_static(name);
+        let bounds = self.bounds_static(export);
+        let ident = format_ident!("__lookahead_entry_{}", export);
         quote! {
             #[cfg(target_arch = "nvptx64")]
             #(#docs)*
-            #[no_mangle]
+            #[export_name = #export]
             #[allow(clippy::missing_safety_doc, non_snake_case)]
-            pub unsafe extern "gpu-kernel" fn #name(#(#lowered),*) {
+            pub unsafe extern "gpu-kernel" fn #ident(#(#lowered),*) {
                 #[allow(unused_unsafe)]
                 unsafe { #body_fn(#(#rebuilt),*) }
             }
@@ -369,7 +463,7 @@ impl Kernel {
     /// The launch bounds travel to the builder as an exported static next to the entry
     /// (rustc cannot put `.maxntid` on a function); the builder turns it into the entry's
     /// `.maxntid` / `.minnctapersm` directives and removes it from the PTX.
-    fn bounds_static(&self, entry: &Ident) -> TokenStream {
+    fn bounds_static(&self, entry: &str) -> TokenStream {
         let Some(LaunchBounds {
             threads,
             blocks_per_sm,
@@ -420,11 +514,16 @@ impl Kernel {
     /// rustc reports a second definition as "the name `...` is defined multiple times", with
     /// both spans: the marker's name is the message.
     fn markers(&self) -> TokenStream {
-        let hinted = self.hinted_name();
-        let exported: Vec<&Ident> = if self.auto() {
-            vec![self.name(), &hinted]
+        let exported = if self.auto() {
+            vec![self.export(), self.hinted_export()]
         } else {
-            vec![self.name()]
+            vec![self.export()]
+        };
+        let here = self.at_module_level();
+        let level = quote! {
+            #[doc(hidden)]
+            #[allow(non_upper_case_globals, dead_code)]
+            const #here: () = ();
         };
         let markers = exported.iter().map(|n| {
             let marker = format_ident!("kernel_name_{}_is_exported_by_two_kernels__rename_one", n);
@@ -441,13 +540,14 @@ impl Kernel {
                 }
             }
         });
-        quote!(#(#markers)*)
+        quote!(#level #(#markers)*)
     }
 
     /// The host module `NAME` with its launchers.
     fn host_module(&self) -> TokenStream {
         let (name, vis) = (self.name(), &self.f.vis);
-        let name_str = name.to_string();
+        let name_str = self.export();
+        let here = self.at_module_level();
         let mod_doc = format!("Host side of the `{name_str}` kernel: [`launch`] and its PTX name.");
         let items = if self.auto() {
             self.auto_launchers()
@@ -458,6 +558,9 @@ impl Kernel {
             #[cfg(not(target_arch = "nvptx64"))]
             #[doc = #mod_doc]
             #vis mod #name {
+                // A kernel inside a function body: its module cannot see the body's items.
+                const _: () = super::#here;
+
                 #[allow(unused_imports)]
                 use super::*;
 
@@ -587,7 +690,7 @@ impl Kernel {
             quote!(#au::Plan::fixed(#au::Variant::Plain)),
             self.run_body(),
         );
-        let name_str = self.name().to_string();
+        let name_str = self.export();
         let doc = format!(
             "Launches the `{name_str}` kernel on `on` with `cfg`: checks the configuration and the \
              declared length rules, then launches. On a GPU (a `Gpu`, a stream or a `Launcher`, \
@@ -619,7 +722,7 @@ impl Kernel {
             quote!(#au::plan(#on, #ptx, NAME, #requested)),
             self.run_body(),
         );
-        let (name_str, hinted_str) = (self.name().to_string(), self.hinted_name().to_string());
+        let (name_str, hinted_str) = (self.export(), self.hinted_export());
         let auto_doc = format!(
             "Launches `{name_str}` choosing its entry by measurement (its `#[prefetch_next(level \
              = auto)]` loops): on each GPU the first launches alternate the plain entry \
@@ -707,9 +810,54 @@ pub fn expand_device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let mut errs = check_signature(&f, false);
+    errs.extend(check_repeated(&f, "device_fn"));
     errs.extend(rewrite_body(&mut f.block, AutoMode::Forbidden).0);
     if let Some(e) = combine(errs) {
         return e.to_compile_error();
     }
-    quote!(#[inline(always)] #f)
+    let (attrs, vis, sig) = (&f.attrs, &f.vis, &f.sig);
+    let block = without_std(&f.block);
+    quote!(#[inline(always)] #(#attrs)* #vis #sig #block)
+}
+
+/// The messages of the standard library's macros in kernel code, which is `no_std` on the
+/// GPU: the same code must fail on the host (and so in the emulator) with a reason.
+const NO_STD_MACROS: &[(&str, &str)] = &[
+    ("println", "a GPU thread has no standard output"),
+    ("print", "a GPU thread has no standard output"),
+    ("eprintln", "a GPU thread has no standard error"),
+    ("eprint", "a GPU thread has no standard error"),
+    ("dbg", "a GPU thread has no standard error"),
+    (
+        "format",
+        "it allocates a `String`, and GPU threads do not allocate",
+    ),
+    (
+        "vec",
+        "it allocates a `Vec`, and GPU threads do not allocate",
+    ),
+];
+
+/// `block` with the standard library's printing and allocating macros and its `Vec`,
+/// `String` and `Box` shadowed by ones that explain why kernel code cannot use them.
+fn without_std(block: &Block) -> TokenStream {
+    let macros = NO_STD_MACROS.iter().map(|(name, why)| {
+        let id = Ident::new(name, Span::call_site());
+        let msg = format!(
+            "`{name}!` is not available in kernel code: {why} (kernel code is `no_std`). \
+             To look at values, write them to an output slice, or run the kernel on \
+             `lookahead::emu::Emulator` and check them on the host"
+        );
+        quote! {
+            #[allow(unused_macros)]
+            macro_rules! #id { ($($t:tt)*) => { ::core::compile_error!(#msg) }; }
+        }
+    });
+    let stmts = &block.stmts;
+    quote! {{
+        #(#macros)*
+        #[allow(unused_imports)]
+        use ::lookahead_device::std_is_not_available_in_kernels::{Box, String, Vec};
+        #(#stmts)*
+    }}
 }

@@ -193,6 +193,17 @@ fn reference_kind(n: &str, r: &syn::TypeReference) -> syn::Result<Kind> {
             mutable: r.mutability.is_some(),
             elem: (*s.elem).clone(),
         }),
+        Type::Array(a) => {
+            let (elem, len) = (tokens(&a.elem), tokens(&a.len));
+            Err(syn::Error::new(
+                r.span(),
+                format!("kernel parameter `{n}` is a reference to an array: pass the array by value (`{n}: [{elem}; {len}]`, copied into the kernel's parameters, for small constant data) or a slice (`{n}: &[{elem}]`, in GPU memory)"),
+            ))
+        }
+        Type::Path(p) if p.path.is_ident("str") => Err(syn::Error::new(
+            r.span(),
+            format!("kernel parameter `{n}` is a `&str`: kernels take no text; pass its bytes as `{n}: &[u8]` (`s.as_bytes()` on the host, copied to the GPU)"),
+        )),
         other => Err(err(
             other.span(),
             n,

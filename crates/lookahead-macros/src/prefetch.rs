@@ -51,6 +51,29 @@ struct Options {
 const OPTIONS: &str = "options: `distance = N`, `level = auto | l1 | l2 | l2_evict_last | \
 l2_evict_normal | bulk`, `portable`, `of(a, b, ...)`, `queue = q`";
 
+/// The most iterations ahead a loop may prefetch: further than this the data would be
+/// evicted before it is used, and the arithmetic on the loop index stays far from overflow.
+const MAX_DISTANCE: u64 = 1 << 16;
+
+/// `distance = N`: an integer literal from 1 to [`MAX_DISTANCE`].
+fn parse_distance(value: &Expr) -> syn::Result<usize> {
+    let span = value.span();
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Int(i), ..
+    }) = value
+    else {
+        return Err(syn::Error::new(
+            span,
+            "`distance` takes an integer literal, e.g. `distance = 4`",
+        ));
+    };
+    match i.base10_parse::<u64>() {
+        Ok(0) => Err(syn::Error::new(span, "`distance` must be at least 1 (0 would prefetch what the iteration is about to load anyway)")),
+        Ok(n) if n <= MAX_DISTANCE => Ok(n as usize),
+        _ => Err(syn::Error::new(span, format!("`distance = {}` is too far ahead: write 1 to {MAX_DISTANCE} iterations (a prefetch that far ahead is evicted before its iteration runs; 2 to 16 is typical)", i.base10_digits()))),
+    }
+}
+
 fn parse_options(attr: &Attribute) -> syn::Result<Options> {
     let mut o = Options {
         distance: 1,
@@ -87,25 +110,8 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
         seen.push(key.clone());
         match (key.as_str(), &meta) {
             ("distance", Meta::NameValue(nv)) => {
-                let n = match &nv.value {
-                    Expr::Lit(l) => match &l.lit {
-                        Lit::Int(i) => i.base10_parse::<usize>().ok(),
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                match n {
-                    Some(0) => {
-                        return Err(syn::Error::new(nv.value.span(), "`distance` must be at least 1 (0 would prefetch what the iteration is about to load anyway)"))
-                    }
-                    Some(n) => {
-                        o.distance = n;
-                        o.distance_span = nv.value.span();
-                    }
-                    None => {
-                        return Err(syn::Error::new(nv.value.span(), "`distance` takes a positive integer literal, e.g. `distance = 4`"))
-                    }
-                }
+                o.distance = parse_distance(&nv.value)?;
+                o.distance_span = nv.value.span();
             }
             ("level", Meta::NameValue(nv)) => {
                 let id = match &nv.value {
@@ -478,6 +484,32 @@ fn rewrite_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Ex
     ))
 }
 
+/// One `of(..)` target of a range loop over `var`: an expression of the loop variable names
+/// what an iteration reads; a slice or view (a name or a field) is indexed by it. Anything
+/// else does not change from one iteration to the next, so there is nothing ahead to fetch.
+fn of_target(t: &Expr, var: &Ident) -> syn::Result<Target> {
+    if mentions(t, var) {
+        return Ok(Target::Whole(t.clone()));
+    }
+    if matches!(strip_expr(t), Expr::Path(_) | Expr::Field(_)) {
+        return Ok(Target::Element(t.clone()));
+    }
+    let shown = quote!(#t).to_string().replace(' ', "");
+    Err(syn::Error::new(
+        t.span(),
+        format!("`of({shown})` does not use the loop variable `{var}`, so it names the same data in every iteration and iteration `{var} + distance` has nothing of its own to fetch. Write a slice (`of(x)`: element `{var} + distance`) or an expression of `{var}` (`of(x.at(idx[{var}] as usize))`, `of(x.part(off[{var}]..off[{var} + 1]))`). A pointer chase, where the next address comes from this iteration's load, cannot be fetched ahead: prefetch by hand once the address is known (`prefetch::prefetch_l2(...)`)"),
+    ))
+}
+
+fn strip_expr(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip_expr(&p.expr),
+        Expr::Group(g) => strip_expr(&g.expr),
+        Expr::Reference(r) => strip_expr(&r.expr),
+        _ => e,
+    }
+}
+
 /// The targets of a range loop over `var`: the slices the body indexes with it, or `of(..)`.
 fn range_targets(
     o: &Options,
@@ -494,11 +526,8 @@ fn range_targets(
         finder.found.into_iter().map(Target::Element).collect()
     } else {
         (o.of.iter())
-            .map(|t| match mentions(t, var) {
-                true => Target::Whole(t.clone()),
-                false => Target::Element(t.clone()),
-            })
-            .collect()
+            .map(|t| of_target(t, var))
+            .collect::<syn::Result<_>>()?
     };
     if targets.is_empty() {
         return Err(syn::Error::new(
@@ -730,7 +759,12 @@ fn rewrite_slice_loop(
 
 /// `#[prefetch_next]` reached by itself: it was not inside a `#[kernel]`/`#[device_fn]`.
 pub fn misplaced(_attr: TokenStream, item: TokenStream) -> TokenStream {
-    let msg = "#[prefetch_next] only works on `for` loops inside a #[kernel] or #[device_fn] function (the enclosing macro rewrites the loop)";
+    let msg = "#[prefetch_next] only works on `for` loops inside a #[kernel] or #[device_fn] function (the enclosing macro rewrites the loop): mark the function with #[device_fn], or move the loop into a kernel";
     let err = syn::Error::new(Span::call_site(), msg).to_compile_error();
-    quote!(#err #item)
+    // On an item, the error beside it; on a loop (rustc calls the attribute on the
+    // expression too), a block, which is an expression where the error and the loop fit.
+    match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(_) => quote!(#err #item),
+        Err(_) => quote!({ #err #item }),
+    }
 }

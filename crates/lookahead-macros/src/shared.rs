@@ -1,12 +1,16 @@
 //! `shared_array!`: a module-level `.shared` declaration with a unique name.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
 use syn::{Expr, Token, Type};
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// The most static shared memory a block may declare (`ptxas` refuses more): 48 KiB.
+const MAX_STATIC_SHARED: usize = 48 * 1024;
 
 struct Input {
     ty: Type,
@@ -46,7 +50,18 @@ pub fn expand(input: TokenStream) -> TokenStream {
     let sym = format!("__lookahead_shared_{krate}_{n}");
     let modname = quote::format_ident!("__lookahead_shared_decl_{n}");
     let decl = format!(".shared .align {{align}} .b8 {sym}[{{size}}];");
+    let too_big = format!(
+        "shared_array!: a block's static shared memory is at most {MAX_STATIC_SHARED} bytes \
+         (48 KiB), and this array is larger; use a smaller tile or fewer elements"
+    );
+    let check = quote_spanned! {len.span()=>
+        const _: () = ::core::assert!(
+            ::core::mem::size_of::<[#ty; #len]>() <= #MAX_STATIC_SHARED,
+            #too_big
+        );
+    };
     quote! {{
+        #check
         // `global_asm!` is an item: give it a module, so it is not in statement position.
         #[cfg(target_arch = "nvptx64")]
         #[allow(non_snake_case)]

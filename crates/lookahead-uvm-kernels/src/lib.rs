@@ -7,7 +7,7 @@
 //! pull's copy loop on its own ([`pull_copy`]).
 //!
 //! Ranges are [`WordRange`]s: a first word and a length, within the buffer the kernel takes.
-#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(abi_gpu_kernel, asm_experimental_arch)

@@ -1,4 +1,4 @@
-#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel, asm_experimental_arch))]
 
 #[cfg(not(target_arch = "nvptx64"))]

@@ -2,11 +2,18 @@
 //! device intrinsic group and one per `#[prefetch_next]` form. `lookahead-tests`' build
 //! script compiles them for sm_70, sm_80 and sm_90; the host build only type-checks them
 //! (their launchers point at an empty PTX table, [`PTX`]).
-#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(abi_gpu_kernel, asm_experimental_arch)
 )]
+
+// The CPU references below are host code: a kernel crate is `no_std` on every target, so
+// its host-only parts name what they take from the standard library.
+#[cfg(not(target_arch = "nvptx64"))]
+extern crate std;
+#[cfg(not(target_arch = "nvptx64"))]
+use std::{vec, vec::Vec};
 
 /// Empty on the host: the PTX tests read the modules `lookahead-tests` builds.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -42,6 +49,7 @@ pub const KERNELS: &[&str] = &[
     "intr_shared",
     "intr_prefetch_direct",
     "intr_bounds",
+    "intr_math",
     "user_chase",
     "user_axpy",
     "user_bounded",
@@ -475,6 +483,58 @@ pub fn user_bounded(x: &[f32], y: &mut [f32]) {
     if i < x.len() {
         y[i] = 2.0 * x[i];
     }
+}
+
+/// `GpuFloat` in f32 and f64: libdevice calls, `sqrt.rn`, `fma.rn` and the rounding
+/// conversions, one result per function.
+#[kernel]
+pub fn intr_math(x: &[f32], out32: &mut [f32], out64: &mut [f64]) {
+    let i = global_index_x();
+    if i < x.len() && out32.len() >= 8 * x.len() && out64.len() >= 4 * x.len() {
+        let v = x[i];
+        let o = &mut out32[8 * i..8 * i + 8];
+        o[0] = v.sin();
+        o[1] = v.exp();
+        o[2] = v.abs().ln_1p();
+        o[3] = v.powf(1.5f32.atan2(v));
+        o[4] = v.abs().sqrt();
+        o[5] = v.mul_add(2.0, 1.0);
+        o[6] = v.floor() + v.ceil() + v.trunc() + v.round();
+        o[7] = v.tanh() + v.cbrt() + v.powi(3);
+        let d = v as f64;
+        let o = &mut out64[4 * i..4 * i + 4];
+        o[0] = d.cos();
+        o[1] = d.abs().sqrt();
+        o[2] = d.exp2().log10();
+        o[3] = d.hypot(2.0);
+    }
+}
+
+/// The CPU reference of [`intr_math`]: the standard library's functions.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn math_reference(x: &[f32]) -> (Vec<f32>, Vec<f64>) {
+    let mut o32 = vec![f32::NAN; 8 * x.len()];
+    let mut o64 = vec![f64::NAN; 4 * x.len()];
+    for (i, &v) in x.iter().enumerate() {
+        o32[8 * i..8 * i + 8].copy_from_slice(&[
+            v.sin(),
+            v.exp(),
+            v.abs().ln_1p(),
+            v.powf(1.5f32.atan2(v)),
+            v.abs().sqrt(),
+            v.mul_add(2.0, 1.0),
+            v.floor() + v.ceil() + v.trunc() + v.round(),
+            v.tanh() + v.cbrt() + v.powi(3),
+        ]);
+        let d = v as f64;
+        o64[4 * i..4 * i + 4].copy_from_slice(&[
+            d.cos(),
+            d.abs().sqrt(),
+            d.exp2().log10(),
+            d.hypot(2.0),
+        ]);
+    }
+    (o32, o64)
 }
 
 /// The CPU reference of [`user_chase`].

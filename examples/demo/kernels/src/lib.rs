@@ -12,7 +12,7 @@
 //! | `copy_prefetch_l2(x, y)` | `y = x`, grid-stride, `#[prefetch_next(level = l2)]` 4 iterations ahead |
 //! | `copy_prefetch_l2_evict_last(x, y)` | the same with `level = l2_evict_last, portable` (sm_80+; plain L2 below) |
 //! | `copy_prefetch_bulk(x, y)` | `y = x` by tiles, bulk-prefetching the next tile (sm_90; per-line L2 below) |
-#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![no_std]
 // The one nightly feature set a kernel crate names (allowed on the GPU target only, where the
 // builder's toolchain accepts it): the kernel ABI and inline PTX (for `shared_array!`).
 #![cfg_attr(

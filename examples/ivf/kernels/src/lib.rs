@@ -18,7 +18,7 @@
 //! cache, and the others scan each list's copy as soon as it is complete.
 //!
 //! The lists live in managed memory; everything else in device memory.
-#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(abi_gpu_kernel, asm_experimental_arch)

@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | `moving_average(radius, x, y)` | `y[i]` = mean of `x[i - radius ..= i + radius]` (clipped to the slice), grid-stride, `#[prefetch_next]` on `x` |
 //! | `histogram(data, bins)` | `bins[v] += number of bytes equal to v` (256 bins): per-block counts in shared memory, then one global atomic per non-empty bin and block |
-#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![no_std]
 // The one crate-level line a kernel crate needs: the GPU target's kernel ABI and inline
 // PTX (used by `shared_array!`). Only the GPU build sees it; the host build is stable Rust.
 #![cfg_attr(

@@ -29,7 +29,7 @@
 //!   `m_auto` (`level = auto, distance = 4`: entries `<kernel>_m_auto` and
 //!   `<kernel>_m_auto__hinted`, chosen by the typed launcher by measurement). The pointer
 //!   chase has none: `#[prefetch_next]` cannot name the node a later iteration reads.
-#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(abi_gpu_kernel, asm_experimental_arch)

@@ -3,6 +3,11 @@
 //! all); and every `m_*` kernel, run on the CPU emulator through its typed launcher, matches
 //! a CPU reference.
 
+// The crate is `no_std` (kernel code); its tests are host code.
+extern crate std;
+use std::{format, vec};
+use std::{string::String, vec::Vec};
+
 use lookahead::emu::{Emulator, Instruction};
 use lookahead::launch::autotune::Variant;
 use lookahead::launch::LaunchConfig;
