@@ -12,13 +12,20 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== cargo package (the library crates)"
+# Cargo treats the packaged crates as registry crates, which never change for a version: it
+# reuses their unpacked copies (in a registry folder named after a hash of this checkout's
+# path) and what it compiled from them. The verification builds in its own target folder,
+# and both are removed for our crates, so each run verifies the code as it is.
+VERIFY=target/package-verify
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/lookahead-* target/package \
+    "$VERIFY"/debug/deps/liblookahead* "$VERIFY"/debug/.fingerprint/lookahead*
 # Verified: each packaged crate builds from its tarball, against the others' tarballs.
-cargo package --quiet --allow-dirty -p lookahead-macros -p lookahead-emu -p lookahead-device \
-    -p lookahead -p lookahead-builder -p lookahead-bench
+cargo package --quiet --allow-dirty --target-dir "$VERIFY" -p lookahead-macros -p lookahead-emu \
+    -p lookahead-device -p lookahead -p lookahead-builder -p lookahead-bench
 # Packaged, not verified: their build compiles kernels with a nested cargo that resolves
 # lookahead-device from crates.io, which it can only do once that crate is published. The
 # crates they depend on are packaged with them, so cargo resolves those from the tarballs.
-cargo package --quiet --allow-dirty --no-verify -p lookahead-macros -p lookahead-emu \
+cargo package --quiet --allow-dirty --no-verify --target-dir "$VERIFY" -p lookahead-macros -p lookahead-emu \
     -p lookahead-device -p lookahead -p lookahead-builder -p lookahead-uvm-kernels -p lookahead-uvm
 echo "== cargo test"
 cargo test --workspace

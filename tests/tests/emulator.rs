@@ -866,3 +866,173 @@ fn trace_queue_requests_managed_lists_and_hints_device_memory_in_the_same_loop()
     want.sort();
     assert_eq!(got, want);
 }
+
+// ---- The emulator agrees with the GPU: what would hang, race or read garbage there ----
+
+fn emu_error(r: Result<(), Error>) -> EmuError {
+    match r {
+        Err(Error::Emulator(e)) => *e,
+        other => panic!("expected an emulator report, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_thread_spinning_on_a_siblings_flag_lets_the_sibling_run() {
+    let (mut flag, mut out) = (vec![0u32; 1], vec![0u32; 1]);
+    let cfg = LaunchConfig::for_len(32, 32);
+    ptx_kernels::spin_on_a_sibling::launch(&emu(), cfg, &mut flag, &mut out).unwrap();
+    assert_eq!(out[0], 7);
+}
+
+#[test]
+fn a_spin_wait_nothing_ends_is_reported_by_the_watchdog() {
+    let mut flag = vec![0u32; 1];
+    let emu = emu().watchdog(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let e = emu_error(ptx_kernels::bug_spin_forever::launch(
+        &emu,
+        LaunchConfig::for_len(64, 64),
+        &mut flag,
+    ));
+    let text = e.to_string();
+    let EmuError::Hang {
+        seconds, running, ..
+    } = &e
+    else {
+        panic!("expected a hang, got {text}");
+    };
+    assert!(
+        *seconds >= 0.5 && started.elapsed().as_secs_f64() < 30.0,
+        "{text}"
+    );
+    assert!(running.contains(0), "{text}");
+    assert!(
+        text.contains("bug_spin_forever") && text.contains("block [0, 0, 0]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn plain_updates_of_one_element_by_many_threads_are_a_race() {
+    let mut y = vec![0.0f32; 1];
+    let cfg = LaunchConfig::for_len(4096, 256);
+    let e = emu_error(ptx_kernels::bug_racy_sum::launch(&emu(), cfg, &mut y));
+    let text = e.to_string();
+    let EmuError::GlobalRace { place, op, .. } = &e else {
+        panic!("expected a race, got {text}");
+    };
+    assert_eq!((*place, *op), ("y[0]", "+="), "{text}");
+    assert!(text.contains("atomic_add(&mut y[0], v)"), "{text}");
+    // With an atomic, every update counts.
+    let mut y = vec![0.0f32; 1];
+    ptx_kernels::atomic_sum::launch(&emu(), cfg, &mut y).unwrap();
+    assert_eq!(y[0], 4096.0);
+}
+
+#[test]
+fn threads_at_different_sync_threads_calls_are_a_divergence() {
+    let mut out = vec![0u32; 64];
+    let cfg = LaunchConfig::for_len(64, 64);
+    let e = emu_error(ptx_kernels::bug_divergent_barrier::launch(
+        &emu(),
+        cfg,
+        &mut out,
+    ));
+    let text = e.to_string();
+    let EmuError::BarrierDivergence { sites, .. } = &e else {
+        panic!("expected a divergence, got {text}");
+    };
+    assert_eq!(
+        sites.matches("ptx-kernels/src/lib.rs:").count(),
+        2,
+        "{text}"
+    );
+    assert!(sites.contains("32 threads"), "{text}");
+}
+
+#[test]
+fn reading_shared_memory_nothing_wrote_is_reported() {
+    let mut out = vec![0u32; 64];
+    let cfg = LaunchConfig::for_len(64, 64);
+    let e = emu_error(ptx_kernels::bug_uninitialised_shared::launch(
+        &emu(),
+        cfg,
+        &mut out,
+    ));
+    let text = e.to_string();
+    let EmuError::UninitializedRead { index, thread, .. } = &e else {
+        panic!("expected an uninitialised read, got {text}");
+    };
+    assert_eq!((*index, *thread), (5, [4, 0, 0]), "{text}");
+}
+
+#[test]
+fn a_400_kb_local_array_fits_an_emulated_threads_stack() {
+    let mut out = vec![u32::MAX; 64];
+    let cfg = LaunchConfig::for_len(64, 64);
+    ptx_kernels::large_local_array::launch(&emu(), cfg, &mut out).unwrap();
+    for (t, v) in out.iter().enumerate() {
+        let pick = t * 997 % 100_000;
+        let want = if pick % 997 == 0 {
+            (pick + t) as u32
+        } else {
+            0
+        };
+        assert_eq!(*v, want, "thread {t}");
+    }
+}
+
+/// Runs this test binary's test `name` in a child process with `LOOKAHEAD_TEST_CHILD` set:
+/// for the checks that end the process. Returns the child's exit success and stderr.
+fn in_child(name: &str) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("LOOKAHEAD_TEST_CHILD", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn is_child() -> bool {
+    std::env::var_os("LOOKAHEAD_TEST_CHILD").is_some()
+}
+
+#[test]
+fn a_stack_overflow_names_the_kernel_block_and_thread() {
+    if is_child() {
+        let mut out = vec![0u32; 64];
+        let emu = emu().workers(1).stack_size(256 * 1024);
+        let cfg = LaunchConfig::for_len(64, 64);
+        let _ = ptx_kernels::large_local_array::launch(&emu, cfg, &mut out);
+        return;
+    }
+    let (ok, stderr) = in_child("a_stack_overflow_names_the_kernel_block_and_thread");
+    assert!(!ok, "the child must end on the overflow: {stderr}");
+    assert!(
+        stderr.contains(
+            "kernel `large_local_array` overflowed the stack of block [0, 0, 0], thread [0, 0, 0]"
+        ) && stderr.contains("256 KiB"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_loop_that_calls_nothing_is_ended_by_the_watchdog() {
+    if is_child() {
+        let mut out = vec![0u32; 1];
+        let emu = emu().workers(1).watchdog(std::time::Duration::from_secs(1));
+        let cfg = LaunchConfig::for_len(32, 32);
+        let _ = ptx_kernels::bug_endless_loop::launch(&emu, cfg, u32::MAX, &mut out);
+        return;
+    }
+    let (ok, stderr) = in_child("a_loop_that_calls_nothing_is_ended_by_the_watchdog");
+    assert!(!ok, "the child must end: {stderr}");
+    assert!(
+        stderr.contains("kernel `bug_endless_loop` hangs")
+            && stderr.contains("block [0, 0, 0] thread [0, 0, 0]"),
+        "{stderr}"
+    );
+}

@@ -323,7 +323,7 @@ fn indices_atomics_warp_sync_and_shared_memory() {
         assert_eq!(
             text.matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
                 .count(),
-            3, // intr_shared's two arrays and bug_missing_barrier's one
+            4, // intr_shared's two arrays, bug_missing_barrier's and bug_uninitialised_shared's
             "sm_{cc}"
         );
         let b = body(cc, "intr_shared");

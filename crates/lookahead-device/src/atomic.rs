@@ -51,7 +51,10 @@ macro_rules! atom {
                         core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
                         old
                     },
-                    ($host)(ptr, value)
+                    {
+                        lookahead_emu::hooks::spin_point();
+                        ($host)(ptr, value)
+                    }
                 )
             }
         }
@@ -136,8 +139,11 @@ macro_rules! cas {
                         core::arch::asm!(concat!($instr, " {old}, [{ptr}], {e}, {n};"), old = out($reg) old, ptr = in(reg64) ptr, e = in($reg) expected, n = in($reg) new, options(nostack));
                         old
                     },
-                    match $atomic::from_ptr(ptr).compare_exchange(expected, new, SeqCst, SeqCst) {
-                        Ok(v) | Err(v) => v,
+                    {
+                        lookahead_emu::hooks::spin_point();
+                        match $atomic::from_ptr(ptr).compare_exchange(expected, new, SeqCst, SeqCst) {
+                            Ok(v) | Err(v) => v,
+                        }
                     }
                 )
             }
@@ -168,7 +174,10 @@ macro_rules! exch {
                         core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
                         old
                     },
-                    $atomic::from_ptr(ptr).swap(value, SeqCst)
+                    {
+                        lookahead_emu::hooks::spin_point();
+                        $atomic::from_ptr(ptr).swap(value, SeqCst)
+                    }
                 )
             }
         }

@@ -31,7 +31,11 @@ pub unsafe fn load_relaxed_gpu(p: *const u32) -> u32 {
             core::arch::asm!("ld.relaxed.gpu.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
             v
         },
-        AtomicU32::from_ptr(p as *mut u32).load(Ordering::Relaxed)
+        {
+            // A spin-wait is made of these: the emulator lets the block's other threads run.
+            lookahead_emu::hooks::spin_point();
+            AtomicU32::from_ptr(p as *mut u32).load(Ordering::Relaxed)
+        }
     )
 }
 
@@ -48,7 +52,10 @@ pub unsafe fn load_acquire_gpu(p: *const u32) -> u32 {
             core::arch::asm!("ld.acquire.gpu.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
             v
         },
-        AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)
+        {
+            lookahead_emu::hooks::spin_point();
+            AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)
+        }
     )
 }
 
@@ -64,7 +71,10 @@ pub unsafe fn load_acquire_system(p: *const u32) -> u32 {
             core::arch::asm!("ld.acquire.sys.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
             v
         },
-        AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)
+        {
+            lookahead_emu::hooks::spin_point();
+            AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire)
+        }
     )
 }
 

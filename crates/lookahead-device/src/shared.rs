@@ -96,6 +96,8 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
         T: crate::atomic::AtomicAdd,
     {
         check_index(i, N);
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::__emu::hooks::shared_atomic(self.ptr as *const u8, N, i);
         // SAFETY: in bounds and aligned.
         unsafe { T::atomic_add_ptr(self.ptr.add(i), value) }
     }

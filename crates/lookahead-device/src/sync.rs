@@ -1,8 +1,10 @@
 //! Barriers, memory fences, sleeping and the clock.
 
 /// Waits until every thread of the block reaches this barrier (`bar.sync 0`).
-/// Every thread of the block must call it, or the block deadlocks.
+/// Every thread of the block must call it, or the block deadlocks; and every thread must
+/// call the same one (the emulator reports threads waiting at different lines).
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub fn sync_threads() {
     // SAFETY: a barrier has no memory-safety preconditions.
     gpu_or_host!(

@@ -5,15 +5,19 @@
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
-use corosensei::stack::DefaultStack;
+use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::error::{EmuError, ThreadSet};
-use crate::shared::{RaceReport, SharedMemory};
-use crate::thread::{set_current, BlockCtx, LaunchCtx, Suspend, ThreadCtx};
+use crate::hooks::{GlobalRaceReport, HangReport};
+use crate::shared::{SharedMemory, SharedReport};
+use crate::thread::{set_current, set_stack_limit, BlockCtx, LaunchCtx, Suspend, ThreadCtx};
 use crate::trace::PrefetchRecord;
 use crate::warp::{self, WarpOp};
+use crate::watchdog::WorkerSlot;
 
 /// Coroutine stacks kept between blocks and launches (mapping stacks is the costly part).
 pub(crate) struct StackPool {
@@ -80,16 +84,22 @@ pub(crate) fn run_block(
     block_idx: [u32; 3],
     entry: &(dyn Fn() + Sync),
     pool: &mut StackPool,
+    slot: &WorkerSlot,
 ) -> Result<Vec<PrefetchRecord>, Failure> {
     let dim = launch.block_dim;
     let n = dim[0] * dim[1] * dim[2];
+    static SERIAL: AtomicU64 = AtomicU64::new(1);
     let block = BlockCtx {
         launch,
         block_idx,
         epoch: Cell::new(1),
         shared: RefCell::new(SharedMemory::default()),
         trace: RefCell::new(Vec::new()),
+        serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+        events: Cell::new(0),
+        watched: Cell::new((0, Instant::now())),
     };
+    launch.progress.fetch_add(1, Ordering::Relaxed);
     let threads: Vec<ThreadCtx<'_>> = (0..n)
         .map(|linear| ThreadCtx {
             block: &block,
@@ -99,8 +109,11 @@ pub(crate) fn run_block(
             warp_op: Cell::new(None),
             warp_result: Cell::new(0),
             iteration: Cell::new(None),
+            barrier_site: Cell::new(None),
+            spins: Cell::new(0),
         })
         .collect();
+    let mut limits = Vec::with_capacity(threads.len());
     let cos: Vec<Option<Thread>> = threads
         .iter()
         .map(|t| {
@@ -112,9 +125,11 @@ pub(crate) fn run_block(
                 t.yielder.set(y as *const _);
                 entry();
             };
+            let stack = pool.take();
+            limits.push(stack.limit().get());
             // SAFETY: the closure borrows `threads` and `entry`, both alive until every
             // coroutine has returned or been dropped, which happens before we return.
-            Some(unsafe { Coroutine::with_stack_unchecked(pool.take(), body) })
+            Some(unsafe { Coroutine::with_stack_unchecked(stack, body) })
         })
         .collect();
     let mut s = Scheduler {
@@ -124,7 +139,9 @@ pub(crate) fn run_block(
         state: vec![State::Runnable; n as usize],
         live: n,
         cos,
+        limits,
         pool,
+        slot,
     };
     let result = s.run(&block);
     // Suspended coroutines (after a failure) are unwound here, while `threads` is alive.
@@ -138,9 +155,12 @@ struct Scheduler<'a, 'b> {
     block_idx: [u32; 3],
     threads: &'a [ThreadCtx<'b>],
     cos: Vec<Option<Thread>>,
+    /// Each coroutine's stack limit, for the stack-overflow report.
+    limits: Vec<usize>,
     state: Vec<State>,
     live: u32,
     pool: &'a mut StackPool,
+    slot: &'a WorkerSlot,
 }
 
 impl Scheduler<'_, '_> {
@@ -149,19 +169,70 @@ impl Scheduler<'_, '_> {
         loop {
             self.run_runnable()?;
             if self.live == 0 {
-                return Ok(());
+                return self.check_uninitialised(block);
             }
             let (progressed, stuck_warp) = self.exchange_warps();
             if progressed || self.state.contains(&State::Runnable) {
                 continue;
             }
             if stuck_warp.is_none() && self.state.iter().all(|&s| s == State::AtBarrier) {
+                self.check_barrier_sites()?;
+                self.check_uninitialised(block)?;
                 block.epoch.set(block.epoch.get() + 1);
                 self.state.fill(State::Runnable);
+                self.progressed(block);
                 continue;
             }
             return Err(self.deadlock(stuck_warp));
         }
+    }
+
+    /// Something happened in the block (a thread returned, a barrier or a warp operation
+    /// passed): the watchdog of a spinning thread starts over.
+    fn progressed(&self, block: &BlockCtx<'_>) {
+        block.events.set(block.events.get() + 1);
+    }
+
+    /// A barrier interval ended: a read of shared memory that no thread wrote in it (or
+    /// before) read garbage on a GPU.
+    fn check_uninitialised(&self, block: &BlockCtx<'_>) -> Result<(), Failure> {
+        match block.shared.borrow_mut().uninitialised_read() {
+            None => Ok(()),
+            Some(r) => Err(Failure::Error(Box::new(EmuError::UninitializedRead {
+                kernel: self.launch.kernel,
+                block: self.block_idx,
+                site: r.site,
+                index: r.index,
+                thread: coords(r.reader, self.launch.block_dim),
+            }))),
+        }
+    }
+
+    /// Every thread waits at a barrier: the same `sync_threads` call, or a divergence.
+    fn check_barrier_sites(&self) -> Result<(), Failure> {
+        let mut sites: Vec<(String, Vec<u32>)> = Vec::new();
+        for (i, t) in self.threads.iter().enumerate() {
+            let site = t
+                .barrier_site
+                .get()
+                .map_or("?".to_string(), |l| l.to_string());
+            match sites.iter_mut().find(|(s, _)| *s == site) {
+                Some((_, ts)) => ts.push(i as u32),
+                None => sites.push((site, vec![i as u32])),
+            }
+        }
+        if sites.len() < 2 {
+            return Ok(());
+        }
+        let sites = (sites.into_iter())
+            .map(|(s, ts)| format!("{} at {s}", ThreadSet(ts)))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(Failure::Error(Box::new(EmuError::BarrierDivergence {
+            kernel: self.launch.kernel,
+            block: self.block_idx,
+            sites,
+        })))
     }
 
     /// Runs every runnable thread until it suspends or returns.
@@ -174,12 +245,16 @@ impl Scheduler<'_, '_> {
                 .as_mut()
                 .expect("a runnable thread has its coroutine");
             set_current(Some(&self.threads[i]));
+            set_stack_limit(self.limits[i]);
+            self.slot.thread.store(i as u32, Ordering::Relaxed);
             let r = catch_unwind(AssertUnwindSafe(|| co.resume(())));
+            set_stack_limit(0);
             set_current(None);
             match r {
                 Ok(CoroutineResult::Return(())) => {
                     self.state[i] = State::Exited;
                     self.live -= 1;
+                    self.progressed(self.threads[i].block);
                     if let Some(co) = self.cos[i].take() {
                         self.pool.give(co.into_stack());
                     }
@@ -196,13 +271,35 @@ impl Scheduler<'_, '_> {
         Ok(())
     }
 
-    /// What thread `i`'s unwinding means: a data race the race detector raised, or a panic.
+    /// What thread `i`'s unwinding means: a report of one of the checks, or a panic.
     fn failure(&self, i: u32, payload: Box<dyn std::any::Any + Send>) -> Failure {
+        let payload = match payload.downcast::<SharedReport>() {
+            Ok(r) => return Failure::Error(Box::new(self.shared_error(i, *r))),
+            Err(p) => p,
+        };
+        let payload = match payload.downcast::<GlobalRaceReport>() {
+            Ok(r) => return Failure::Error(Box::new(self.global_race(i, *r))),
+            Err(p) => p,
+        };
+        match payload.downcast::<HangReport>() {
+            Ok(r) => Failure::Error(Box::new(self.hang(i, r.seconds))),
+            Err(p) => Failure::Panic(format!(
+                "kernel `{}` panicked in block {:?}, thread {:?}: {}",
+                self.launch.kernel,
+                self.block_idx,
+                coords(i, self.launch.block_dim),
+                panic_message(&*p)
+            )),
+        }
+    }
+
+    fn shared_error(&self, i: u32, r: SharedReport) -> EmuError {
         let (dim, t) = (self.launch.block_dim, coords(i, self.launch.block_dim));
-        match payload.downcast::<RaceReport>() {
-            Ok(r) => Failure::Error(Box::new(EmuError::DataRace {
-                kernel: self.launch.kernel,
-                block: self.block_idx,
+        let (kernel, block) = (self.launch.kernel, self.block_idx);
+        match r {
+            SharedReport::Race(r) => EmuError::DataRace {
+                kernel,
+                block,
                 site: r.site,
                 index: r.index,
                 kind: r.kind,
@@ -211,14 +308,40 @@ impl Scheduler<'_, '_> {
                     Some(o) => format!("thread {:?}", coords(o, dim)),
                     None => "several other threads".to_string(),
                 },
-            })),
-            Err(p) => Failure::Panic(format!(
-                "kernel `{}` panicked in block {:?}, thread {:?}: {}",
-                self.launch.kernel,
-                self.block_idx,
-                t,
-                panic_message(&*p)
-            )),
+            },
+            SharedReport::Uninit(r) => EmuError::UninitializedRead {
+                kernel,
+                block,
+                site: r.site,
+                index: r.index,
+                thread: coords(r.reader, dim),
+            },
+        }
+    }
+
+    fn global_race(&self, i: u32, r: GlobalRaceReport) -> EmuError {
+        let dim = self.launch.block_dim;
+        EmuError::GlobalRace {
+            kernel: self.launch.kernel,
+            block: self.block_idx,
+            place: r.place,
+            op: r.op,
+            address: r.address,
+            thread: coords(i, dim),
+            other: coords(r.other, dim),
+        }
+    }
+
+    fn hang(&self, i: u32, seconds: f64) -> EmuError {
+        let n = self.state.len() as u32;
+        let running = (0..n)
+            .filter(|&k| k == i || self.state[k as usize] == State::Runnable)
+            .collect();
+        EmuError::Hang {
+            kernel: self.launch.kernel,
+            block: self.block_idx,
+            seconds,
+            running: ThreadSet(running),
         }
     }
 
@@ -236,7 +359,10 @@ impl Scheduler<'_, '_> {
                 continue;
             }
             match self.exchange(w, lanes, &waiting) {
-                Ok(()) => progressed = true,
+                Ok(()) => {
+                    progressed = true;
+                    self.progressed(self.threads[w * 32].block);
+                }
                 Err(why) => {
                     stuck.get_or_insert(why);
                 }

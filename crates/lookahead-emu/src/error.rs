@@ -107,4 +107,72 @@ pub enum EmuError {
         /// The thread that accessed it first, in words.
         other: String,
     },
+    /// The threads of a block wait at `sync_threads` calls on different lines: CUDA's
+    /// barrier must be the same one for every thread (undefined behaviour otherwise).
+    #[error(
+        "kernel `{kernel}` diverges at a barrier in block {block:?}: its threads wait at sync_threads() calls on different lines ({sites}); every thread of a block must reach the same sync_threads() call, so move it out of the branch"
+    )]
+    BarrierDivergence {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// Each call site (`file:line:column`) with the threads waiting there, in words.
+        sites: String,
+    },
+    /// A thread read a shared-memory element no thread of its block had written: on a GPU
+    /// it reads whatever the memory held.
+    #[error(
+        "kernel `{kernel}` reads uninitialised shared memory in block {block:?}: thread {thread:?} reads element {index} of the shared array declared at {site}, which no thread of the block has written; write it first (and sync_threads() before other threads read it)"
+    )]
+    UninitializedRead {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// `file:line:column` of the `shared_array!`.
+        site: &'static str,
+        /// The element.
+        index: usize,
+        /// The reading thread.
+        thread: [u32; 3],
+    },
+    /// Two threads of a block updated one global-memory element with a plain
+    /// read-modify-write (`y[i] += v`, `y[i] = y[i] + v`) and no barrier between: on a GPU
+    /// the updates race and some are lost.
+    #[error(
+        "kernel `{kernel}` has a data race in block {block:?}: threads {thread:?} and {other:?} both update `{place}` (element at {address:#x}) with `{op}` and no sync_threads() between; on a GPU some updates are lost. Use an atomic (`atomic_add(&mut {place}, v)`) or give each thread its own element"
+    )]
+    GlobalRace {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// The updated place as written in the kernel (`y[0]`).
+        place: &'static str,
+        /// The operator (`+=`, `=`).
+        op: &'static str,
+        /// The element's address.
+        address: usize,
+        /// The thread whose update revealed the race.
+        thread: [u32; 3],
+        /// The thread that updated it before, in the same barrier interval.
+        other: [u32; 3],
+    },
+    /// No thread of a block returned, passed a barrier or a warp operation for the watchdog's
+    /// time, while some kept running: a spin-wait for something that never happens, or a loop
+    /// that does not end.
+    #[error(
+        "kernel `{kernel}` hangs in block {block:?}: for {seconds:.1} s no thread returned, passed a barrier or a warp operation; still running: {running} (a spin-wait on a flag no thread sets, or a loop that never ends?). The watchdog's time is `Emulator::watchdog` (or LOOKAHEAD_EMU_WATCHDOG_S)"
+    )]
+    Hang {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// Seconds without progress.
+        seconds: f64,
+        /// Threads still runnable (spinning).
+        running: ThreadSet,
+    },
 }

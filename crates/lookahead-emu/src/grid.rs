@@ -2,11 +2,13 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::block::{run_block, Failure, StackPool};
 use crate::error::EmuError;
 use crate::thread::LaunchCtx;
 use crate::trace::PrefetchRecord;
+use crate::watchdog::WorkerSlot;
 
 /// A CPU "device" that runs kernels with GPU semantics (see the crate docs). Cheap to
 /// clone: clones share the configuration and the prefetch trace.
@@ -21,21 +23,30 @@ pub struct Emulator {
 }
 
 struct Inner {
-    workers: usize,
-    stack_size: usize,
-    race_check: bool,
-    trace_on: bool,
+    config: Config,
     trace: Mutex<Vec<PrefetchRecord>>,
     pools: Mutex<Vec<StackPool>>,
 }
 
+/// What the builder methods set.
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    workers: usize,
+    stack_size: usize,
+    race_check: bool,
+    trace_on: bool,
+    watchdog: Duration,
+}
+
 impl std::fmt::Debug for Emulator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.inner.config;
         f.debug_struct("Emulator")
-            .field("workers", &self.inner.workers)
-            .field("stack_size", &self.inner.stack_size)
-            .field("race_detection", &self.inner.race_check)
-            .field("prefetch_trace", &self.inner.trace_on)
+            .field("workers", &c.workers)
+            .field("stack_size", &c.stack_size)
+            .field("race_detection", &c.race_check)
+            .field("prefetch_trace", &c.trace_on)
+            .field("watchdog", &c.watchdog)
             .finish()
     }
 }
@@ -46,60 +57,87 @@ impl Default for Emulator {
     }
 }
 
-/// Default coroutine stack per emulated thread: kernel bodies are small, but debug builds
-/// keep every local on the stack.
-pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+/// Default stack per emulated GPU thread: a GPU thread may have up to 512 KiB of local
+/// memory (large local arrays), and debug builds keep every local on the stack. Stacks are
+/// mapped lazily, so only the pages a thread touches cost memory.
+pub const DEFAULT_STACK_SIZE: usize = 1024 * 1024;
+
+/// Default time a block may go without progress (no thread returning, no barrier or warp
+/// operation passing) before the launch is reported as hanging; `LOOKAHEAD_EMU_WATCHDOG_S`
+/// sets another.
+pub const DEFAULT_WATCHDOG: Duration = Duration::from_secs(60);
 
 impl Emulator {
-    /// An emulator using every host core, with race detection on and no prefetch trace.
+    /// An emulator using every host core, with its checks on (races, uninitialised shared
+    /// memory, barrier divergence, the watchdog) and no prefetch trace.
     pub fn new() -> Self {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Emulator::build(workers, DEFAULT_STACK_SIZE, true, false)
+        let watchdog = std::env::var("LOOKAHEAD_EMU_WATCHDOG_S")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| *s > 0.0)
+            .map_or(DEFAULT_WATCHDOG, Duration::from_secs_f64);
+        Emulator::build(Config {
+            workers,
+            stack_size: DEFAULT_STACK_SIZE,
+            race_check: true,
+            trace_on: false,
+            watchdog,
+        })
     }
 
-    fn build(workers: usize, stack_size: usize, race_check: bool, trace_on: bool) -> Self {
+    fn build(config: Config) -> Self {
         Emulator {
             inner: Arc::new(Inner {
-                workers: workers.max(1),
-                stack_size,
-                race_check,
-                trace_on,
+                config: Config {
+                    workers: config.workers.max(1),
+                    ..config
+                },
                 trace: Mutex::new(Vec::new()),
                 pools: Mutex::new(Vec::new()),
             }),
         }
     }
 
-    fn with(&self, f: impl FnOnce(&mut (usize, usize, bool, bool))) -> Self {
-        let i = &self.inner;
-        let mut c = (i.workers, i.stack_size, i.race_check, i.trace_on);
+    fn with(&self, f: impl FnOnce(&mut Config)) -> Self {
+        let mut c = self.inner.config;
         f(&mut c);
-        Emulator::build(c.0, c.1, c.2, c.3)
+        Emulator::build(c)
     }
 
     /// Runs blocks on `n` host threads (1: every block on the launching thread, in order).
     pub fn workers(self, n: usize) -> Self {
-        self.with(|c| c.0 = n.max(1))
+        self.with(|c| c.workers = n.max(1))
     }
 
-    /// Stack size of each emulated GPU thread (default [`DEFAULT_STACK_SIZE`]).
+    /// Stack size of each emulated GPU thread (default [`DEFAULT_STACK_SIZE`]). A thread that
+    /// overflows it ends the process with a message naming the kernel, block and thread.
     pub fn stack_size(self, bytes: usize) -> Self {
-        self.with(|c| c.1 = bytes)
+        self.with(|c| c.stack_size = bytes)
     }
 
-    /// Turns shared-memory race detection on or off (on by default).
+    /// Turns the memory checks on or off (on by default): data races on shared memory and
+    /// plain read-modify-writes of global memory, and reads of shared memory nothing wrote.
     pub fn race_detection(self, on: bool) -> Self {
-        self.with(|c| c.2 = on)
+        self.with(|c| c.race_check = on)
     }
 
     /// Records every prefetch instruction of later launches (see [`Emulator::take_prefetch_trace`]).
     pub fn prefetch_trace(self, on: bool) -> Self {
-        self.with(|c| c.3 = on)
+        self.with(|c| c.trace_on = on)
+    }
+
+    /// How long a block may go without progress before its launch is reported as hanging
+    /// (default [`DEFAULT_WATCHDOG`]): an [`EmuError::Hang`] when its threads spin through
+    /// ordered loads, atomics or `nanosleep`, the end of the process with a message when they
+    /// spin without any.
+    pub fn watchdog(self, time: Duration) -> Self {
+        self.with(|c| c.watchdog = time)
     }
 
     /// Host threads blocks run on.
     pub fn worker_count(&self) -> usize {
-        self.inner.workers
+        self.inner.config.workers
     }
 
     /// The prefetches recorded since the last call, ordered by block (linear index), then by
@@ -109,9 +147,10 @@ impl Emulator {
     }
 
     /// Runs `entry` once per thread of a `grid_dim` x `block_dim` grid and returns when every
-    /// thread has returned. A deadlock or data race is an `Err`; a panicking kernel thread
-    /// panics here with the kernel, block and thread named. `#[kernel]` launchers call this;
-    /// `entry` reads its coordinates through the `lookahead_device` intrinsics.
+    /// thread has returned. A deadlock, data race, barrier divergence, uninitialised read or
+    /// hang is an `Err`; a panicking kernel thread panics here with the kernel, block and
+    /// thread named. `#[kernel]` launchers call this; `entry` reads its coordinates through
+    /// the `lookahead_device` intrinsics.
     pub fn run(
         &self,
         kernel: &'static str,
@@ -123,19 +162,39 @@ impl Emulator {
         if blocks == 0 || block_dim.contains(&0) {
             return Ok(());
         }
-        let launch = LaunchCtx {
+        let config = self.inner.config;
+        crate::overflow::install();
+        let workers = (config.workers as u64).min(blocks) as usize;
+        let launch = Arc::new(LaunchCtx {
             kernel,
             grid_dim,
             block_dim,
-            race_check: self.inner.race_check,
-            trace: self.inner.trace_on,
+            race_check: config.race_check,
+            trace: config.trace_on,
             abort: AtomicBool::new(false),
-        };
+            watchdog: config.watchdog,
+            progress: AtomicU64::new(0),
+            slots: (0..workers).map(|_| WorkerSlot::default()).collect(),
+            stack_size: config.stack_size,
+        });
+        let watched = crate::watchdog::watch(&launch);
+        let outcomes = self.run_blocks(&launch, blocks, entry);
+        drop(watched);
+        self.collect(outcomes)
+    }
+
+    /// Runs the blocks on the workers; returns the failures and, with the trace on, every
+    /// block's prefetch records.
+    fn run_blocks(
+        &self,
+        launch: &LaunchCtx,
+        blocks: u64,
+        entry: &(dyn Fn() + Sync),
+    ) -> Vec<Outcome> {
+        let config = self.inner.config;
         let next = AtomicU64::new(0);
-        // (block linear index, its failure or its prefetch records)
-        type Outcome = (u64, Result<Vec<PrefetchRecord>, Failure>);
         let outcomes: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
-        let worker = |pool: &mut StackPool| loop {
+        let worker = |slot: &WorkerSlot, pool: &mut StackPool| loop {
             if launch.abort.load(Ordering::Relaxed) {
                 break;
             }
@@ -143,41 +202,44 @@ impl Emulator {
             if b >= blocks {
                 break;
             }
-            let (gx, gy) = (grid_dim[0] as u64, grid_dim[1] as u64);
+            let (gx, gy) = (launch.grid_dim[0] as u64, launch.grid_dim[1] as u64);
             let idx = [
                 (b % gx) as u32,
                 (b / gx % gy) as u32,
                 (b / (gx * gy)) as u32,
             ];
-            let r = run_block(&launch, idx, entry, pool);
+            slot.block.store(b + 1, Ordering::Relaxed);
+            let r = run_block(launch, idx, entry, pool, slot);
+            slot.block.store(0, Ordering::Relaxed);
             if r.is_err() {
                 launch.abort.store(true, Ordering::Relaxed);
             }
-            if r.is_err() || self.inner.trace_on {
-                outcomes
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((b, r));
+            if r.is_err() || config.trace_on {
+                let mut o = outcomes.lock().unwrap_or_else(|p| p.into_inner());
+                o.push((b, r));
             }
         };
-        let workers = (self.inner.workers as u64).min(blocks) as usize;
+        let workers = launch.slots.len();
         let mut pools =
             std::mem::take(&mut *self.inner.pools.lock().unwrap_or_else(|p| p.into_inner()));
         pools.resize_with(workers.max(pools.len()), || {
-            StackPool::new(self.inner.stack_size)
+            StackPool::new(config.stack_size)
         });
         if workers == 1 {
-            worker(&mut pools[0]);
+            worker(&launch.slots[0], &mut pools[0]);
         } else {
             std::thread::scope(|s| {
-                for pool in pools.iter_mut().take(workers) {
-                    s.spawn(|| worker(pool));
+                for (pool, slot) in pools.iter_mut().zip(&launch.slots) {
+                    s.spawn(|| worker(slot, pool));
                 }
             });
         }
         *self.inner.pools.lock().unwrap_or_else(|p| p.into_inner()) = pools;
+        outcomes.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
 
-        let mut outcomes = outcomes.into_inner().unwrap_or_else(|p| p.into_inner());
+    /// The launch's result from its blocks' outcomes, in block order; keeps the trace.
+    fn collect(&self, mut outcomes: Vec<Outcome>) -> Result<(), EmuError> {
         outcomes.sort_by_key(|(b, _)| *b);
         let mut records = Vec::new();
         for (_, r) in outcomes {
@@ -187,7 +249,7 @@ impl Emulator {
                 Err(Failure::Panic(msg)) => panic!("{msg}"),
             }
         }
-        if self.inner.trace_on {
+        if self.inner.config.trace_on {
             self.inner
                 .trace
                 .lock()
@@ -197,3 +259,6 @@ impl Emulator {
         Ok(())
     }
 }
+
+/// A block's linear index and its failure or prefetch records.
+type Outcome = (u64, Result<Vec<PrefetchRecord>, Failure>);

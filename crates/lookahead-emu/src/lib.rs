@@ -21,10 +21,11 @@
 //! * `sync_threads` suspends a thread until every thread of its block is there; warp
 //!   shuffles and votes suspend until all lanes of the warp are there, then exchange values
 //!   exactly as `shfl.sync` / `vote.sync` do.
-//! * `shared_array!` memory is per block (and starts filled with `0xff` bytes, so reading it
-//!   before writing shows up as NaN or all-ones rather than a plausible zero).
-//! * Atomics are host atomics; fences are host fences; `nanosleep` lets the other threads of
-//!   the block run.
+//! * `shared_array!` memory is per block, zeroed at block start (reading an element nothing
+//!   wrote is reported).
+//! * Atomics are host atomics; fences are host fences; `nanosleep`, and every 32nd ordered
+//!   load or atomic, lets the other threads of the block run (a spin-wait on a sibling's flag
+//!   makes progress, as on a GPU).
 //!
 //! ## What is reported
 //! * A panic in a kernel thread (an out-of-bounds index, say) is re-raised on the launching
@@ -32,8 +33,15 @@
 //! * A barrier that some threads of a block never reach, or a warp operation that some lanes
 //!   never reach, is an [`EmuError::Deadlock`] listing who waited where and who exited.
 //! * Conflicting accesses to one shared-memory element by two threads with no barrier in
-//!   between are an [`EmuError::DataRace`] (reads and writes through `SharedArray::get`/`set`;
-//!   stores through plain `&mut [T]` kernel parameters are not tracked).
+//!   between are an [`EmuError::DataRace`] (reads and writes through `SharedArray::get`/`set`);
+//!   a read of an element nothing wrote is an [`EmuError::UninitializedRead`].
+//! * Two threads of a block updating one global-memory element with a plain read-modify-write
+//!   (`y[i] += v` in a kernel body) between the same barriers are an [`EmuError::GlobalRace`].
+//! * Threads waiting at `sync_threads` on different lines are an
+//!   [`EmuError::BarrierDivergence`].
+//! * A block that spins without progress for [`Emulator::watchdog`]'s time is an
+//!   [`EmuError::Hang`]; a loop that calls nothing ends the process with a message, as does a
+//!   stack overflow, naming the kernel, block and thread.
 //! * With [`Emulator::prefetch_trace`], every prefetch instruction a kernel issues is recorded
 //!   ([`PrefetchRecord`]): address, size, instruction, block, thread and the
 //!   `#[prefetch_next]` loop iteration that issued it. The migration requests and waits of
@@ -50,12 +58,14 @@ mod block;
 mod error;
 mod grid;
 pub mod hooks;
+mod overflow;
 mod shared;
 mod thread;
 mod trace;
 mod warp;
+mod watchdog;
 
 pub use error::{EmuError, ThreadSet};
-pub use grid::{Emulator, DEFAULT_STACK_SIZE};
+pub use grid::{Emulator, DEFAULT_STACK_SIZE, DEFAULT_WATCHDOG};
 pub use trace::{Instruction, PrefetchRecord};
 pub use warp::{ShuffleMode, WarpOp};

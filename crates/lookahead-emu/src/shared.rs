@@ -19,6 +19,23 @@ pub(crate) struct RaceReport {
     pub other: Option<u32>,
 }
 
+/// A read of an element no thread of the block had written, turned into
+/// [`crate::EmuError::UninitializedRead`].
+#[derive(Debug, Clone)]
+pub(crate) struct UninitReport {
+    pub site: &'static str,
+    pub index: usize,
+    /// Linear index of the reading thread.
+    pub reader: u32,
+}
+
+/// What an access to shared memory can reveal.
+#[derive(Debug, Clone)]
+pub(crate) enum SharedReport {
+    Race(RaceReport),
+    Uninit(UninitReport),
+}
+
 #[derive(Clone, Copy, Default)]
 struct Shadow {
     writer: u32, // linear thread + 1; 0 = none
@@ -47,6 +64,10 @@ impl Drop for Allocation {
 #[derive(Default)]
 pub(crate) struct SharedMemory {
     allocations: Vec<Allocation>,
+    /// Reads of elements no thread had written yet, in this barrier interval: a write by
+    /// another thread before the next barrier makes one a data race, otherwise it is an
+    /// uninitialised read ([`SharedMemory::uninitialised_read`]).
+    pending: Vec<UninitReport>,
 }
 
 impl SharedMemory {
@@ -69,9 +90,10 @@ impl SharedMemory {
             !ptr.is_null(),
             "out of host memory for shared_array! ({bytes} bytes)"
         );
-        // Uninitialised shared memory is garbage on the GPU: make reading it conspicuous.
+        // Zeros: a valid value of every element type (a `bool` from 0xff bytes would be
+        // undefined behaviour here); reading an element before any write is reported.
         // SAFETY: `ptr` is valid for `layout.size()` bytes.
-        unsafe { ptr.write_bytes(0xff, layout.size()) };
+        unsafe { ptr.write_bytes(0, layout.size()) };
         self.allocations.push(Allocation {
             symbol,
             site,
@@ -92,26 +114,19 @@ impl SharedMemory {
         write: bool,
         me: u32,
         epoch: u64,
-    ) -> Result<(), RaceReport> {
-        let Some(a) = self
-            .allocations
-            .iter_mut()
-            .find(|a| std::ptr::eq(a.ptr, base))
-        else {
+    ) -> Result<(), SharedReport> {
+        let Some((site, s)) = self.shadow(base, len, index) else {
             return Ok(()); // not a shared_array! allocation of this block
         };
-        if a.shadow.len() < len {
-            a.shadow.resize(len, Shadow::default());
-        }
-        let Some(s) = a.shadow.get_mut(index) else {
-            return Ok(());
-        };
         let me1 = me + 1;
-        let race = |kind, other: u32| RaceReport {
-            site: a.site,
-            index,
-            kind,
-            other: (other != SEVERAL).then(|| other - 1),
+        let never_written = !write && s.writer == 0;
+        let race = |kind, other: u32| {
+            SharedReport::Race(RaceReport {
+                site,
+                index,
+                kind,
+                other: (other != SEVERAL).then(|| other - 1),
+            })
         };
         if s.write_epoch == epoch && s.writer != 0 && s.writer != me1 {
             return Err(race(
@@ -135,6 +150,59 @@ impl SharedMemory {
         } else if s.reader != me1 {
             s.reader = SEVERAL;
         }
+        if never_written {
+            self.pending.push(UninitReport {
+                site,
+                index,
+                reader: me,
+            });
+        }
         Ok(())
+    }
+
+    /// At a barrier or the block's end: the first read of an element that no thread had
+    /// written (and no other thread wrote before this point, which would have been a race).
+    pub fn uninitialised_read(&mut self) -> Option<UninitReport> {
+        let first = self.pending.first().cloned();
+        self.pending.clear();
+        first
+    }
+
+    /// An atomic operation on element `index`: it reads the element, which must have been
+    /// written (atomics do not race, so nothing else is recorded).
+    pub fn atomic(
+        &mut self,
+        base: *const u8,
+        len: usize,
+        index: usize,
+        me: u32,
+    ) -> Result<(), SharedReport> {
+        let Some((site, s)) = self.shadow(base, len, index) else {
+            return Ok(());
+        };
+        if s.writer == 0 {
+            return Err(SharedReport::Uninit(UninitReport {
+                site,
+                index,
+                reader: me,
+            }));
+        }
+        Ok(())
+    }
+
+    /// The declaration site and shadow of element `index` of the array at `base`, or `None`
+    /// when `base` is not one of this block's `shared_array!`s.
+    fn shadow(
+        &mut self,
+        base: *const u8,
+        len: usize,
+        index: usize,
+    ) -> Option<(&'static str, &mut Shadow)> {
+        let a = (self.allocations.iter_mut()).find(|a| std::ptr::eq(a.ptr, base))?;
+        if a.shadow.len() < len {
+            a.shadow.resize(len, Shadow::default());
+        }
+        let site = a.site;
+        a.shadow.get_mut(index).map(|s| (site, s))
     }
 }

@@ -3,7 +3,9 @@
 //! each thread's coroutine.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::AtomicBool;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::{Duration, Instant};
 
 use corosensei::Yielder;
 
@@ -31,6 +33,15 @@ pub(crate) struct LaunchCtx {
     pub trace: bool,
     /// Set when a block failed: the other workers stop taking blocks.
     pub abort: AtomicBool,
+    /// How long a block may go without progress before it is reported as hanging.
+    pub watchdog: Duration,
+    /// Bumped at every sign of life (a thread returning, a barrier, a warp operation, a
+    /// spin-wait's load): the process-wide watchdog ends a launch whose count stops.
+    pub progress: AtomicU64,
+    /// What each host thread of the launch is running, for the watchdog's message.
+    pub slots: Vec<crate::watchdog::WorkerSlot>,
+    /// Bytes of stack per emulated thread, for the stack-overflow report.
+    pub stack_size: usize,
 }
 
 /// One block's state; lives on the stack of the host thread that runs the block.
@@ -41,6 +52,13 @@ pub(crate) struct BlockCtx<'l> {
     pub epoch: Cell<u64>,
     pub shared: RefCell<SharedMemory>,
     pub trace: RefCell<Vec<PrefetchRecord>>,
+    /// This run of the block, unique in the process (tags its global-memory updates).
+    pub serial: u64,
+    /// Events that show the block progresses: a thread returning, a barrier or a warp
+    /// operation passing (a count: reading the clock for each would cost more than the event).
+    pub events: Cell<u64>,
+    /// The event count when a spinning thread last looked, and since when it is unchanged.
+    pub watched: Cell<(u64, Instant)>,
 }
 
 /// One thread's state.
@@ -54,10 +72,28 @@ pub(crate) struct ThreadCtx<'b> {
     pub warp_result: Cell<u32>,
     /// The `#[prefetch_next]` loop iteration being executed, if any.
     pub iteration: Cell<Option<usize>>,
+    /// Where the thread waits at `sync_threads` (the caller's line).
+    pub barrier_site: Cell<Option<&'static Location<'static>>>,
+    /// Spin-prone operations (ordered loads, atomics) since the thread last let others run.
+    pub spins: Cell<u32>,
 }
 
 thread_local! {
     static CURRENT: Cell<*const ThreadCtx<'static>> = const { Cell::new(std::ptr::null()) };
+    /// The lowest usable address of the running coroutine's stack (its guard page is just
+    /// below), for the stack-overflow report.
+    static STACK_LIMIT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Records the running coroutine's stack limit (0: none running).
+pub(crate) fn set_stack_limit(limit: usize) {
+    STACK_LIMIT.with(|c| c.set(limit));
+}
+
+/// The running coroutine's stack limit and thread, read by the stack-overflow handler (a
+/// signal handler: it only reads these two plain cells).
+pub(crate) fn overflow_context() -> (usize, *const ThreadCtx<'static>) {
+    (STACK_LIMIT.with(|c| c.get()), CURRENT.with(|c| c.get()))
 }
 
 /// Makes `t` the thread the hooks see (the scheduler calls this around each resume).

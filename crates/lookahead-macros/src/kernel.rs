@@ -284,9 +284,12 @@ fn parse_kernel(attr: TokenStream, item: TokenStream) -> syn::Result<Kernel> {
     if let Some(e) = combine(errs) {
         return Err(e);
     }
+    let names: Vec<Ident> = params.iter().map(|p| p.name.clone()).collect();
+    crate::updates::instrument(&mut f.block, &names);
     let plain_block = auto.then(|| {
         // The same loops, whose errors the hinted pass reported: none are left.
         let _ = rewrite_body(&mut plain_block, AutoMode::Plain);
+        crate::updates::instrument(&mut plain_block, &names);
         *plain_block
     });
     Ok(Kernel {
@@ -815,6 +818,16 @@ pub fn expand_device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
     if let Some(e) = combine(errs) {
         return e.to_compile_error();
     }
+    let names: Vec<Ident> = (f.sig.inputs.iter())
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(t) => match &*t.pat {
+                syn::Pat::Ident(p) => Some(p.ident.clone()),
+                _ => None,
+            },
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect();
+    crate::updates::instrument(&mut f.block, &names);
     let (attrs, vis, sig) = (&f.attrs, &f.vis, &f.sig);
     let block = without_std(&f.block);
     quote!(#[inline(always)] #(#attrs)* #vis #sig #block)

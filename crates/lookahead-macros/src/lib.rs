@@ -22,6 +22,7 @@ mod kernel;
 mod params;
 mod prefetch;
 mod shared;
+mod updates;
 
 /// Turns `fn NAME(params) { body }` into a GPU kernel and its typed host launcher.
 ///

@@ -14,21 +14,24 @@ use cudarc::driver::CudaSlice;
 use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
 use lookahead::{DriverContext, Error, Gpu, ManagedBuffer};
+use lookahead_bench::args::{at_least, Validate};
 use rand::{Rng, SeedableRng};
 
-#[derive(Parser)]
+#[derive(Parser, Debug)]
 #[command(about = "Run Lookahead's Rust kernels on the GPU and check them against the CPU")]
 struct Args {
-    /// Elements per vector (default: 16M on a GPU, 1M on the emulator).
-    #[arg(long)]
+    /// Elements per vector, at least 1 (default: 16M on a GPU, 1M on the emulator).
+    #[arg(long, value_parser = at_least(1usize))]
     n: Option<usize>,
     /// Random seed (default: a fresh one each run).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least(0u64))]
     seed: Option<u64>,
     /// Run on the CPU emulator even if a GPU is present.
     #[arg(long)]
     emulator: bool,
 }
+
+impl Validate for Args {}
 
 /// Where the kernels run.
 enum Device {
@@ -107,7 +110,7 @@ struct Check {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = lookahead_bench::args::parse();
     println!("Lookahead demo: Rust kernels compiled to PTX by lookahead-builder");
     println!("  device toolchain: {}", demo_kernels::PTX_TOOLCHAIN);
     let built: Vec<String> = demo_kernels::PTX
@@ -298,4 +301,25 @@ fn check_memory(
         });
     }
     Ok(checks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use lookahead_bench::args::try_parse;
+
+    #[test]
+    fn arguments_are_checked_before_anything_runs() {
+        Args::command().debug_assert();
+        for bad in [["--n", "0"], ["--n", "-5"], ["--seed", "-1"]] {
+            let e = try_parse::<Args>(&bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("'{} <", bad[0])) && e.contains("expected a whole number"),
+                "{e}"
+            );
+        }
+        let ok = try_parse::<Args>(&["--n", "1000", "--emulator"]).unwrap();
+        assert_eq!((ok.n, ok.emulator), (Some(1000), true));
+    }
 }

@@ -24,33 +24,27 @@ type Result<T> = std::result::Result<T, Box<dyn StdError>>;
 /// Threads per block.
 const BLOCK: u32 = 256;
 
+/// The command line: `clap`, with a range on each number so a bad one is refused with the
+/// flag named before anything runs (negative numbers reach the check instead of being taken
+/// for flags).
+#[derive(clap::Parser, Debug)]
+#[command(name = "lookahead-newcomer", allow_negative_numbers = true)]
+#[command(about = "A moving average and a histogram on the GPU (or the CPU emulator), checked")]
 struct Args {
-    n: Option<usize>,
+    /// Elements of the input (at least 1; default 4194307 on a GPU, 262147 on the emulator).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    n: Option<u64>,
+    /// Random seed (default: a fresh one each run).
+    #[arg(long)]
     seed: Option<u64>,
+    /// Run on the CPU emulator even if a GPU is present.
+    #[arg(long)]
     emulator: bool,
 }
 
 fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        n: None,
-        seed: None,
-        emulator: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--n" => args.n = Some(value("--n")?.parse()?),
-            "--seed" => args.seed = Some(value("--seed")?.parse()?),
-            "--emulator" => args.emulator = true,
-            "-h" | "--help" => {
-                println!("usage: lookahead-newcomer [--n ELEMENTS] [--seed SEED] [--emulator]");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
-        }
-    }
-    Ok(args)
+    use clap::Parser;
+    Ok(Args::try_parse().unwrap_or_else(|e| e.exit()))
 }
 
 /// One run's inputs.
@@ -258,7 +252,7 @@ fn run() -> Result<bool> {
                 gpu.compute_capability(),
                 module.arch()
             );
-            let n = args.n.unwrap_or((1 << 22) + 3);
+            let n = args.n.map_or((1 << 22) + 3, |n| n as usize);
             println!("n = {n}, seed = {seed}");
             type Run = fn(&Gpu, &Inputs) -> lookahead::Result<Outputs>;
             let runs: [(&str, Run); 2] = [
@@ -277,7 +271,7 @@ fn run() -> Result<bool> {
                 "device: CPU emulator ({} worker threads), no GPU",
                 emu.worker_count()
             );
-            let n = args.n.unwrap_or((1 << 18) + 3);
+            let n = args.n.map_or((1 << 18) + 3, |n| n as usize);
             println!("n = {n}, seed = {seed}");
             let inp = Inputs::random(n, &mut rng);
             let (got, prefetch_ok) = run_emulator(&emu, &inp)?;
@@ -286,4 +280,23 @@ fn run() -> Result<bool> {
         }
     }
     Ok(all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn arguments_are_checked_before_anything_runs() {
+        Args::command().debug_assert();
+        for bad in [["--n", "0"], ["--n", "-5"], ["--seed", "x"]] {
+            let e = Args::try_parse_from(["lookahead-newcomer", bad[0], bad[1]])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("'{} <", bad[0])), "{e}");
+        }
+        let ok = Args::try_parse_from(["lookahead-newcomer", "--n", "7", "--emulator"]).unwrap();
+        assert_eq!((ok.n, ok.emulator), (Some(7), true));
+    }
 }
