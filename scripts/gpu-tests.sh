@@ -2,8 +2,9 @@
 # GPU tests, in two halves because the GPU machine has no Rust toolchain:
 #   bash scripts/gpu-tests.sh build   # here: build test binaries and programs into .device/
 #   bash scripts/gpu-tests.sh run     # on the GPU machine (run tool, carry=[".device"]):
-#                                     # runs every `#[ignore = "needs a CUDA GPU"]` test and
-#                                     # the demo; exits non-zero if any fails.
+#                                     # runs every `#[ignore = "needs a CUDA GPU"]` test, the
+#                                     # demo and the newcomer example; exits non-zero if any
+#                                     # fails.
 # Each test binary is run with --ignored: a GPU test that finds no GPU fails, it never passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,8 +49,10 @@ run)
             failed=$((failed + 1)); echo "FAILED: $t"
         fi
     done
-    echo "== demo"
-    timeout "$limit" "$DEST/bin/demo" || { failed=$((failed + 1)); echo "FAILED: demo"; }
+    for program in demo lookahead-newcomer; do
+        echo "== $program"
+        timeout "$limit" "$DEST/bin/$program" || { failed=$((failed + 1)); echo "FAILED: $program"; }
+    done
     echo "gpu-tests: $failed failing group(s)"
     [ "$failed" = 0 ]
     ;;

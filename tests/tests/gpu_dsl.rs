@@ -260,9 +260,11 @@ fn a_kernel_params_struct_runs_on_the_gpu() {
     }
 }
 
-/// `x` and `y` agree to `ulps` units in the last place (of `y`), or are both NaN.
+/// `x` and `y` agree to `ulps` units in the last place of `y`, or of 1 for `|y| < 1` (a
+/// composed function near zero, `log10(exp2(v))`, turns the inner one's relative error into an
+/// absolute one), or are both NaN.
 fn close_ulps(x: f64, y: f64, ulp: f64, ulps: f64) -> bool {
-    (x.is_nan() && y.is_nan()) || (x - y).abs() <= ulps * ulp * y.abs().max(f64::MIN_POSITIVE)
+    (x.is_nan() && y.is_nan()) || (x - y).abs() <= ulps * ulp * y.abs().max(1.0)
 }
 
 #[test]

@@ -91,6 +91,12 @@ impl UvmKernels {
 
     /// Each block requests ranges `ahead` steps in advance, waits for its range and sums it
     /// (`sums` zeroed); `readiness` gets each range's outcome.
+    ///
+    /// The kernel waits for flags the prefetch service writes on its own streams: pass the
+    /// buffers through `lookahead::untracked` and queue nothing on `s` until it has finished.
+    /// A cudarc allocation passed as it is has cudarc record an event after the kernel, which
+    /// can hold up a flag write that shares its hardware queue until the waits time out (seen
+    /// on the H100 as 1 of 96 requests timing out).
     #[allow(clippy::too_many_arguments)]
     pub fn request_and_sum(
         &self,

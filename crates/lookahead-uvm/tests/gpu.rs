@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lookahead::untracked::{Untracked, UntrackedManaged, UntrackedMut};
 use lookahead::{Gpu, ManagedBuffer};
 use lookahead_uvm::{
     MachineProfile, PrefetchService, RequestRing, ServiceConfig, UvmKernels, WordRange,
@@ -51,14 +52,16 @@ fn run_sums(
     let spans = stream.clone_htod(&spans).unwrap();
     let mut sums = stream.alloc_zeros::<u32>(ranges).unwrap();
     let mut ready = stream.alloc_zeros::<u32>(ranges).unwrap();
+    // Untracked arguments: the kernel waits for flags other streams write, so nothing (not
+    // cudarc's use-tracking events either) may be queued behind it (see `lookahead::untracked`).
     k.request_and_sum(
         &stream,
         ring.queue(wait),
-        buf,
-        &spans,
+        &UntrackedManaged::new(buf),
+        &Untracked::new(&spans, &stream),
         1,
-        &mut sums,
-        &mut ready,
+        &mut UntrackedMut::new(&mut sums, &stream),
+        &mut UntrackedMut::new(&mut ready, &stream),
         64,
     )
     .unwrap();

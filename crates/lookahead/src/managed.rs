@@ -226,12 +226,26 @@ impl<T: DeviceRepr + ValidAsZeroBits> ManagedBuffer<T> {
     /// The contents, read on the host (waits for tracked kernels using the buffer). Reading
     /// device-resident pages migrates them back to the host.
     pub fn as_slice(&self) -> Result<&[T]> {
+        self.wait_for_kernels()?;
         self.slice.as_slice().during("cuEventSynchronize")
     }
 
     /// The contents, writable on the host (waits for tracked kernels using the buffer).
     pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
+        self.wait_for_kernels()?;
         self.slice.as_mut_slice().during("cuEventSynchronize")
+    }
+
+    /// cudarc records each launch's use of the buffer in its event only once the context
+    /// has streams of its own; until then every launch is on the default stream and the
+    /// event says nothing, so the host waits for the context (found on an H100: a histogram
+    /// read back while its kernel still ran, every bin wrong).
+    fn wait_for_kernels(&self) -> Result<()> {
+        let ctx = self.gpu.context();
+        if !ctx.is_managing_stream_synchronization() {
+            ctx.synchronize().during("cuCtxSynchronize")?;
+        }
+        Ok(())
     }
 
     /// Copies `data` into the buffer from element `offset` on.
