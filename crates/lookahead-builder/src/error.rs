@@ -87,6 +87,9 @@ pub enum BuildError {
     /// directives (a bug in `#[kernel]` or the builder, not in the kernel).
     #[error("launch bounds: {0}")]
     LaunchBounds(String),
+    /// A static marked for shared or constant memory could not be moved there.
+    #[error("moving a static to its address space: {0}")]
+    AddressSpace(String),
     /// A file could not be read or written.
     #[error("{what} {path}: {source}")]
     Io {

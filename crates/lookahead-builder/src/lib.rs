@@ -28,6 +28,7 @@
 //! (`8.0` by default), `LOOKAHEAD_PTX_TARGET_DIR`, `LOOKAHEAD_DEVICE_RUSTC`,
 //! `LOOKAHEAD_LLVM_BIN`, `LOOKAHEAD_PTXAS`, `LOOKAHEAD_LIBDEVICE`.
 
+pub mod addrspace;
 mod arch;
 mod error;
 pub mod link;
@@ -76,6 +77,35 @@ pub struct KernelBuilder {
     target_dir: Option<PathBuf>,
     linker_exe: Option<PathBuf>,
     validate: bool,
+    device: DeviceOptions,
+}
+
+/// How the kernel crate's device build differs from a Lookahead kernel crate's (set by
+/// front ends for crates written for other toolchains, such as `lookahead-cuda-builder`).
+#[derive(Debug, Clone)]
+struct DeviceOptions {
+    /// Refuse a crate root that is not `#![no_std]` on every target.
+    require_no_std: bool,
+    /// Build `alloc` too (`-Zbuild-std=core,alloc`), for kernels that allocate.
+    with_alloc: bool,
+    /// Crate attributes given to every crate of the build (`-Zcrate-attr`).
+    crate_attrs: Vec<String>,
+    /// Set `CUDA_ARCH` (`900` for sm_90) for the build, as `cuda_builder` does.
+    cuda_arch_env: bool,
+    /// Functions the PTX may leave to the driver (`vprintf`, `malloc`, `free`).
+    allowed_externs: Vec<String>,
+}
+
+impl Default for DeviceOptions {
+    fn default() -> Self {
+        DeviceOptions {
+            require_no_std: true,
+            with_alloc: false,
+            crate_attrs: Vec::new(),
+            cuda_arch_env: false,
+            allowed_externs: Vec::new(),
+        }
+    }
 }
 
 impl KernelBuilder {
@@ -88,7 +118,44 @@ impl KernelBuilder {
             target_dir: None,
             linker_exe: None,
             validate: true,
+            device: DeviceOptions::default(),
         }
+    }
+
+    /// Whether the crate root must be `#![no_std]` on every target (the default, so the host
+    /// build of its kernels refuses what the GPU build refuses). Off for crates compiled for
+    /// the GPU only, whose root may say `#![cfg_attr(target_os = "cuda", no_std)]`.
+    pub fn require_no_std(mut self, yes: bool) -> Self {
+        self.device.require_no_std = yes;
+        self
+    }
+
+    /// Builds the `alloc` crate for the device too, for kernels that allocate (with a global
+    /// allocator on the driver's `malloc`/`free`, such as `lookahead-cuda-std`'s).
+    pub fn with_alloc(mut self, yes: bool) -> Self {
+        self.device.with_alloc = yes;
+        self
+    }
+
+    /// Gives every crate of the device build the crate attribute `attr` (`-Zcrate-attr`),
+    /// for example `feature(abi_gpu_kernel)` for a crate whose root does not enable it.
+    pub fn crate_attr(mut self, attr: &str) -> Self {
+        self.device.crate_attrs.push(attr.to_string());
+        self
+    }
+
+    /// Sets `CUDA_ARCH` for the device build to the architecture's compute capability
+    /// times ten (`900` for sm_90), which kernels can read with `env!("CUDA_ARCH")`.
+    pub fn cuda_arch_env(mut self, yes: bool) -> Self {
+        self.device.cuda_arch_env = yes;
+        self
+    }
+
+    /// Lets the PTX call `name`, a function the CUDA driver provides (`vprintf`, `malloc`,
+    /// `free`, `__assertfail`), instead of refusing it as unresolved.
+    pub fn allow_extern(mut self, name: &str) -> Self {
+        self.device.allowed_externs.push(name.to_string());
+        self
     }
 
     /// Architectures to build; overrides `LOOKAHEAD_ARCHS` and the default `sm_80,sm_90`.
@@ -174,7 +241,7 @@ impl KernelBuilder {
         let target_root = self.target_root()?;
         let crate_dir = fs::canonicalize(&self.crate_dir)
             .map_err(|e| BuildError::io("opening kernel crate", &self.crate_dir, e))?;
-        let crate_name = lib_name(&crate_dir)?;
+        let crate_name = lib_name(&crate_dir, self.device.require_no_std)?;
         let shim = write_linker_shim(&target_root)?;
         let ptx_feature = self.resolved_ptx_isa()?;
 
@@ -182,42 +249,21 @@ impl KernelBuilder {
         for arch in self.resolved_archs()? {
             let dir = target_root.join(arch.target_cpu());
             let started = Instant::now();
-            let mut cmd = Command::new(&toolchain.cargo);
-            cmd.current_dir(&crate_dir)
-                .args(["rustc", "--lib", "--crate-type", "cdylib", "--release"])
-                .args(["--target", TARGET, "-Zbuild-std=core"])
-                .arg("--manifest-path")
-                .arg(crate_dir.join("Cargo.toml"))
-                .arg("--target-dir")
-                .arg(&dir)
-                // One fat-LTO'd bitcode module, whatever the crate's own release profile says.
-                .args(["--config", "profile.release.lto=\"fat\""])
-                .args(["--config", "profile.release.codegen-units=1"])
-                .args(["--config", "profile.release.panic=\"abort\""])
-                .args(["--config", "profile.release.opt-level=3"])
-                .args(["--config", "profile.release.debug=false"])
-                .args(["--config", "profile.release.incremental=false"])
-                .args(["--config", "profile.release.debug-assertions=false"])
-                .args(["--config", "profile.release.overflow-checks=false"]);
-            clean_nested_env(&mut cmd, toolchain);
-            let rustflags = [
-                format!("-Ctarget-cpu={}", arch.target_cpu()),
-                format!("-Ctarget-feature=+{ptx_feature}"),
-                format!("-Clinker={}", shim.display()),
-                // MIR's jump threading copies a call into both arms of a branch; when the
-                // call holds a barrier and the branch differs between threads, the threads
-                // of one warp reach two `bar.sync`s and the block deadlocks
-                // (rust-lang/rust#137086). LLVM's passes respect `convergent`; MIR has no
-                // such notion, so the pass is off for device code.
-                DISABLED_MIR_PASSES.to_string(),
-            ]
-            .join("\x1f");
-            cmd.env("CARGO_ENCODED_RUSTFLAGS", rustflags)
+            let mut cmd = self.nested_cargo(toolchain, &crate_dir, &dir);
+            let rustflags = self.rustflags(arch, &ptx_feature, &shim);
+            cmd.env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
                 .env(link::LINK_MODE_VAR, "1")
                 .env(link::LINK_EXE_VAR, &linker_exe)
-                .env(link::LLVM_BIN_VAR, &toolchain.llvm_bin);
+                .env(link::LLVM_BIN_VAR, &toolchain.llvm_bin)
+                .env(
+                    link::ALLOWED_EXTERNS_VAR,
+                    self.device.allowed_externs.join(","),
+                );
             if let Some(libdevice) = &cuda.libdevice {
                 cmd.env(link::LIBDEVICE_VAR, libdevice);
+            }
+            if self.device.cuda_arch_env {
+                cmd.env("CUDA_ARCH", (arch.compute_capability() * 10).to_string());
             }
             tool::run(&mut cmd)?;
             let path = dir
@@ -245,6 +291,51 @@ impl KernelBuilder {
         Ok(built)
     }
 
+    /// The nested `cargo rustc` that compiles the crate for `arch` into `dir`.
+    fn nested_cargo(&self, toolchain: &DeviceToolchain, crate_dir: &Path, dir: &Path) -> Command {
+        let build_std = if self.device.with_alloc {
+            "-Zbuild-std=core,alloc"
+        } else {
+            "-Zbuild-std=core"
+        };
+        let mut cmd = Command::new(&toolchain.cargo);
+        cmd.current_dir(crate_dir)
+            .args(["rustc", "--lib", "--crate-type", "cdylib", "--release"])
+            .args(["--target", TARGET, build_std])
+            .arg("--manifest-path")
+            .arg(crate_dir.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(dir)
+            // One fat-LTO'd bitcode module, whatever the crate's own release profile says.
+            .args(["--config", "profile.release.lto=\"fat\""])
+            .args(["--config", "profile.release.codegen-units=1"])
+            .args(["--config", "profile.release.panic=\"abort\""])
+            .args(["--config", "profile.release.opt-level=3"])
+            .args(["--config", "profile.release.debug=false"])
+            .args(["--config", "profile.release.incremental=false"])
+            .args(["--config", "profile.release.debug-assertions=false"])
+            .args(["--config", "profile.release.overflow-checks=false"]);
+        clean_nested_env(&mut cmd, toolchain);
+        cmd
+    }
+
+    /// The device build's rustc flags for `arch`.
+    fn rustflags(&self, arch: Arch, ptx_feature: &str, shim: &Path) -> Vec<String> {
+        let mut flags = vec![
+            format!("-Ctarget-cpu={}", arch.target_cpu()),
+            format!("-Ctarget-feature=+{ptx_feature}"),
+            format!("-Clinker={}", shim.display()),
+            // MIR's jump threading copies a call into both arms of a branch; when the
+            // call holds a barrier and the branch differs between threads, the threads
+            // of one warp reach two `bar.sync`s and the block deadlocks
+            // (rust-lang/rust#137086). LLVM's passes respect `convergent`; MIR has no
+            // such notion, so the pass is off for device code.
+            DISABLED_MIR_PASSES.to_string(),
+        ];
+        flags.extend((self.device.crate_attrs.iter()).map(|a| format!("-Zcrate-attr={a}")));
+        flags
+    }
+
     /// Builds from a build script: links instead when rustc runs this script as the
     /// linker, does nothing while the crate itself is compiled for the GPU, otherwise
     /// builds every architecture, copies the PTX into `OUT_DIR`, writes
@@ -260,13 +351,9 @@ impl KernelBuilder {
         }
     }
 
-    fn try_build_for_cargo(&self) -> Result<(), BuildError> {
-        if env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|a| a == "nvptx64") {
-            // This is the device-side compile of a crate that builds itself: nothing to do.
-            return Ok(());
-        }
-        let out_dir =
-            PathBuf::from(env::var_os("OUT_DIR").ok_or(BuildError::NotInBuildScript("OUT_DIR"))?);
+    /// Prints the `cargo:rerun-if-*` lines of a build script that builds this crate: its
+    /// sources and its path dependencies, and the settings the build reads.
+    pub fn rerun_if_changed(&self) -> Result<(), BuildError> {
         for var in [
             "LOOKAHEAD_ARCHS",
             "LOOKAHEAD_PTX_ISA",
@@ -284,12 +371,25 @@ impl KernelBuilder {
         for watched in source_paths(&crate_dir) {
             println!("cargo:rerun-if-changed={}", watched.display());
         }
+        Ok(())
+    }
+
+    fn try_build_for_cargo(&self) -> Result<(), BuildError> {
+        if env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|a| a == "nvptx64") {
+            // This is the device-side compile of a crate that builds itself: nothing to do.
+            return Ok(());
+        }
+        let out_dir =
+            PathBuf::from(env::var_os("OUT_DIR").ok_or(BuildError::NotInBuildScript("OUT_DIR"))?);
+        self.rerun_if_changed()?;
+        let crate_dir = fs::canonicalize(&self.crate_dir)
+            .map_err(|e| BuildError::io("opening kernel crate", &self.crate_dir, e))?;
 
         let toolchain = DeviceToolchain::discover()?;
         let cuda = CudaTools::discover();
         let started = Instant::now();
         let built = self.build_with(&toolchain, &cuda)?;
-        let crate_name = lib_name(&crate_dir)?;
+        let crate_name = lib_name(&crate_dir, self.device.require_no_std)?;
 
         let mut entries = String::new();
         let mut report = format!(
@@ -428,8 +528,9 @@ fn clean_nested_env(cmd: &mut Command, toolchain: &DeviceToolchain) {
 }
 
 /// The crate's library name (`[lib] name`, else the package name with `-` as `_`).
-/// The kernel crate's library name, after checking that its root is `#![no_std]`.
-fn lib_name(crate_dir: &Path) -> Result<String, BuildError> {
+/// The kernel crate's library name, after checking (with `require_no_std`) that its root is
+/// `#![no_std]`.
+fn lib_name(crate_dir: &Path, require_no_std: bool) -> Result<String, BuildError> {
     let meta = package_metadata(crate_dir)?;
     let pkg = meta
         .iter()
@@ -439,7 +540,9 @@ fn lib_name(crate_dir: &Path) -> Result<String, BuildError> {
             status: "no package".into(),
             stderr: format!("no package with its manifest in {}", crate_dir.display()),
         })?;
-    check_no_std(&pkg.lib_root)?;
+    if require_no_std {
+        check_no_std(&pkg.lib_root)?;
+    }
     Ok(pkg.lib_name.clone())
 }
 

@@ -24,6 +24,8 @@ pub(crate) const LINK_EXE_VAR: &str = "LOOKAHEAD_PTX_LINK_EXE";
 pub(crate) const LLVM_BIN_VAR: &str = "LOOKAHEAD_PTX_LINK_LLVM_BIN";
 /// libdevice to link when the kernels reference `__nv_*` functions (may be unset).
 pub(crate) const LIBDEVICE_VAR: &str = "LOOKAHEAD_PTX_LINK_LIBDEVICE";
+/// Comma-separated functions the PTX may leave to the driver (`vprintf`, `malloc`, ...).
+pub(crate) const ALLOWED_EXTERNS_VAR: &str = "LOOKAHEAD_PTX_LINK_ALLOWED_EXTERNS";
 
 /// True when this process was started by rustc as the nvptx linker: the nested build
 /// sets `LINK_MODE_VAR`, and rustc passes arguments, which cargo never gives a build
@@ -112,53 +114,9 @@ fn link(req: &LinkRequest) -> Result<(), BuildError> {
     let stem = output.with_extension("");
     let scratch = |suffix: &str| PathBuf::from(format!("{}.{suffix}", stem.display()));
 
-    // 1. The crate's own (fat-LTO'd) bitcode.
     let linked = scratch("linked.bc");
-    run(Command::new(tool("llvm-link"))
-        .args(&req.objects)
-        .arg("-o")
-        .arg(&linked))?;
-
-    // 2. Bitcode from archives (compiler_builtins), only what is referenced.
-    let members = extract_bitcode_members(&tool("llvm-ar"), &req.archives, &scratch("ar"))?;
-    if !members.is_empty() {
-        run(Command::new(tool("llvm-link"))
-            .arg("--only-needed")
-            .arg(&linked)
-            .args(&members)
-            .arg("-o")
-            .arg(&linked))?;
-    }
-
-    // 3. libdevice, if the kernels call `__nv_*` math.
-    let nm = run(Command::new(tool("llvm-nm"))
-        .arg("--undefined-only")
-        .arg("--format=just-symbols")
-        .arg(&linked))?;
-    let nv_symbols: Vec<String> = String::from_utf8_lossy(&nm.stdout)
-        .lines()
-        .filter(|s| s.starts_with("__nv_"))
-        .map(str::to_string)
-        .collect();
-    if !nv_symbols.is_empty() {
-        let libdevice = env::var_os(LIBDEVICE_VAR)
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-            .ok_or_else(|| BuildError::NoLibdevice {
-                symbols: nv_symbols
-                    .iter()
-                    .take(4)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        run(Command::new(tool("llvm-link"))
-            .arg("--only-needed")
-            .arg(&linked)
-            .arg(&libdevice)
-            .arg("-o")
-            .arg(&linked))?;
-    }
+    link_bitcode(req, &tool, &linked, &scratch("ar"))?;
+    move_address_spaces(&tool, &linked, &scratch("linked.ll"))?;
 
     // 4. Keep only the kernels' entry points public, optimise, drop the rest.
     let exports = scratch("exports.txt");
@@ -186,14 +144,109 @@ fn link(req: &LinkRequest) -> Result<(), BuildError> {
         llc.arg(format!("--mattr={}", req.target_features.join(",")));
     }
     run(llc.arg(&optimized).arg("-o").arg(&output))?;
+    finish_ptx(&output)
+}
 
-    let ptx = fs::read_to_string(&output).map_err(|e| BuildError::io("reading", &output, e))?;
+/// Steps 1-3: the crate's own (fat-LTO'd) bitcode, the archives' bitcode it references
+/// (compiler_builtins), and libdevice when the kernels call `__nv_*` math.
+fn link_bitcode(
+    req: &LinkRequest,
+    tool: &dyn Fn(&str) -> PathBuf,
+    linked: &Path,
+    ar_dir: &Path,
+) -> Result<(), BuildError> {
+    run(Command::new(tool("llvm-link"))
+        .args(&req.objects)
+        .arg("-o")
+        .arg(linked))?;
+    let members = extract_bitcode_members(&tool("llvm-ar"), &req.archives, ar_dir)?;
+    if !members.is_empty() {
+        run(Command::new(tool("llvm-link"))
+            .arg("--only-needed")
+            .arg(linked)
+            .args(&members)
+            .arg("-o")
+            .arg(linked))?;
+    }
+    let nm = run(Command::new(tool("llvm-nm"))
+        .arg("--undefined-only")
+        .arg("--format=just-symbols")
+        .arg(linked))?;
+    let nv_symbols: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter(|s| s.starts_with("__nv_"))
+        .map(str::to_string)
+        .collect();
+    if nv_symbols.is_empty() {
+        return Ok(());
+    }
+    let libdevice = env::var_os(LIBDEVICE_VAR)
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .ok_or_else(|| BuildError::NoLibdevice {
+            symbols: nv_symbols
+                .iter()
+                .take(4)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    run(Command::new(tool("llvm-link"))
+        .arg("--only-needed")
+        .arg(linked)
+        .arg(&libdevice)
+        .arg("-o")
+        .arg(linked))?;
+    Ok(())
+}
+
+/// Statics marked for shared or constant memory ([`crate::addrspace`]) move there, in the
+/// linked module's IR, before the optimiser runs; a module without any is left as it is.
+fn move_address_spaces(
+    tool: &dyn Fn(&str) -> PathBuf,
+    linked: &Path,
+    ir_path: &Path,
+) -> Result<(), BuildError> {
+    let nm = run(Command::new(tool("llvm-nm"))
+        .arg("--format=just-symbols")
+        .arg(linked))?;
+    let names = String::from_utf8_lossy(&nm.stdout);
+    let marked = names.lines().any(|n| {
+        n.starts_with(crate::addrspace::SHARED_PREFIX)
+            || n.starts_with(crate::addrspace::CONSTANT_PREFIX)
+    });
+    if !marked {
+        return Ok(());
+    }
+    run(Command::new(tool("llvm-dis"))
+        .arg(linked)
+        .arg("-o")
+        .arg(ir_path))?;
+    let ir = fs::read_to_string(ir_path).map_err(|e| BuildError::io("reading", ir_path, e))?;
+    let moved = crate::addrspace::rewrite(&ir).map_err(BuildError::AddressSpace)?;
+    fs::write(ir_path, moved).map_err(|e| BuildError::io("writing", ir_path, e))?;
+    run(Command::new(tool("llvm-as"))
+        .arg(ir_path)
+        .arg("-o")
+        .arg(linked))?;
+    Ok(())
+}
+
+/// The launch bounds into directives, and the check that nothing but the driver's own
+/// functions (the allowed externs) is left for someone else to provide.
+fn finish_ptx(output: &Path) -> Result<(), BuildError> {
+    let ptx = fs::read_to_string(output).map_err(|e| BuildError::io("reading", output, e))?;
     let ptx = crate::ptx::apply_launch_bounds(&ptx).map_err(BuildError::LaunchBounds)?;
-    fs::write(&output, &ptx).map_err(|e| BuildError::io("writing", &output, e))?;
-    let unresolved = crate::ptx::unresolved_functions(&ptx);
+    fs::write(output, &ptx).map_err(|e| BuildError::io("writing", output, e))?;
+    let allowed = env::var(ALLOWED_EXTERNS_VAR).unwrap_or_default();
+    let allowed: Vec<&str> = allowed.split(',').filter(|a| !a.is_empty()).collect();
+    let unresolved: Vec<String> = crate::ptx::unresolved_functions(&ptx)
+        .into_iter()
+        .filter(|f| !allowed.contains(&f.as_str()))
+        .collect();
     if !unresolved.is_empty() {
         return Err(BuildError::UnresolvedSymbols {
-            ptx: output,
+            ptx: output.to_path_buf(),
             symbols: unresolved.join(", "),
         });
     }

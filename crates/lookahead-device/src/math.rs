@@ -78,6 +78,29 @@ pub trait GpuFloat: Copy {
     fn trunc(self) -> Self;
     /// Absolute value (`abs`).
     fn abs(self) -> Self;
+    /// Inverse hyperbolic sine.
+    fn asinh(self) -> Self;
+    /// Inverse hyperbolic cosine.
+    fn acosh(self) -> Self;
+    /// Inverse hyperbolic tangent.
+    fn atanh(self) -> Self;
+    /// `self` with the sign of `sign`.
+    fn copysign(self, sign: Self) -> Self;
+    /// `self - self.trunc()`.
+    fn fract(self) -> Self;
+    /// 1 for positive numbers and +0, -1 for negative ones and -0, NaN for NaN.
+    fn signum(self) -> Self;
+    /// The logarithm of `self` in base `base`.
+    fn log(self, base: Self) -> Self;
+    /// `(sin, cos)` of `self`.
+    fn sin_cos(self) -> (Self, Self) {
+        (self.sin(), self.cos())
+    }
+    /// The quotient of Euclidean division: `(self / rhs).trunc()`, one less when the
+    /// remainder would be negative (one more for a negative `rhs`).
+    fn div_euclid(self, rhs: Self) -> Self;
+    /// The remainder of Euclidean division, in `0..rhs.abs()`.
+    fn rem_euclid(self, rhs: Self) -> Self;
 }
 
 /// One libdevice function per method, for one float type.
@@ -90,13 +113,15 @@ macro_rules! libdevice {
     };
 }
 
-libdevice!(f32: __nv_sinf(x: f32), __nv_cosf(x: f32), __nv_tanf(x: f32), __nv_asinf(x: f32),
+libdevice!(f32: __nv_asinhf(x: f32), __nv_acoshf(x: f32), __nv_atanhf(x: f32),
+    __nv_copysignf(x: f32, y: f32), __nv_sinf(x: f32), __nv_cosf(x: f32), __nv_tanf(x: f32), __nv_asinf(x: f32),
     __nv_acosf(x: f32), __nv_atanf(x: f32), __nv_atan2f(y: f32, x: f32), __nv_sinhf(x: f32),
     __nv_coshf(x: f32), __nv_tanhf(x: f32), __nv_expf(x: f32), __nv_exp2f(x: f32),
     __nv_expm1f(x: f32), __nv_logf(x: f32), __nv_log2f(x: f32), __nv_log10f(x: f32),
     __nv_log1pf(x: f32), __nv_powf(x: f32, y: f32), __nv_powif(x: f32, n: i32),
     __nv_cbrtf(x: f32), __nv_hypotf(x: f32, y: f32), __nv_roundf(x: f32));
-libdevice!(f64: __nv_sin(x: f64), __nv_cos(x: f64), __nv_tan(x: f64), __nv_asin(x: f64),
+libdevice!(f64: __nv_asinh(x: f64), __nv_acosh(x: f64), __nv_atanh(x: f64),
+    __nv_copysign(x: f64, y: f64), __nv_sin(x: f64), __nv_cos(x: f64), __nv_tan(x: f64), __nv_asin(x: f64),
     __nv_acos(x: f64), __nv_atan(x: f64), __nv_atan2(y: f64, x: f64), __nv_sinh(x: f64),
     __nv_cosh(x: f64), __nv_tanh(x: f64), __nv_exp(x: f64), __nv_exp2(x: f64),
     __nv_expm1(x: f64), __nv_log(x: f64), __nv_log2(x: f64), __nv_log10(x: f64),
@@ -137,7 +162,7 @@ macro_rules! via_instruction {
 
 macro_rules! gpu_float {
     ($t:ty, $reg:ident, $sfx:literal, [$($m:ident $nv:ident),*], $atan2:ident, $powf:ident,
-     $powi:ident, $hypot:ident) => {
+     $powi:ident, $hypot:ident, $copysign:ident) => {
         #[deny(unconditional_recursion)]
         impl GpuFloat for $t {
             $(via_libdevice!($t, $m, $nv);)*
@@ -151,6 +176,32 @@ macro_rules! gpu_float {
             via_instruction!($t, ceil, concat!("cvt.rpi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);
             via_instruction!($t, trunc, concat!("cvt.rzi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);
             via_instruction!($t, abs, concat!("abs.", $sfx, " {o}, {x};"), $reg);
+            via_libdevice!($t, copysign, $copysign, sign: $t);
+            #[inline(always)]
+            fn signum(self) -> $t {
+                if self.is_nan() { <$t>::NAN } else { GpuFloat::copysign(1.0, self) }
+            }
+            #[inline(always)]
+            fn log(self, base: $t) -> $t {
+                GpuFloat::ln(self) / GpuFloat::ln(base)
+            }
+            #[inline(always)]
+            fn div_euclid(self, rhs: $t) -> $t {
+                let q = GpuFloat::trunc(self / rhs);
+                if self % rhs < 0.0 {
+                    return if rhs > 0.0 { q - 1.0 } else { q + 1.0 };
+                }
+                q
+            }
+            #[inline(always)]
+            fn rem_euclid(self, rhs: $t) -> $t {
+                let r = self % rhs;
+                if r < 0.0 { r + GpuFloat::abs(rhs) } else { r }
+            }
+            #[inline(always)]
+            fn fract(self) -> $t {
+                self - GpuFloat::trunc(self)
+            }
         }
     };
 }
@@ -158,13 +209,15 @@ macro_rules! gpu_float {
 gpu_float!(f32, reg32, "f32", [sin __nv_sinf, cos __nv_cosf, tan __nv_tanf, asin __nv_asinf,
     acos __nv_acosf, atan __nv_atanf, sinh __nv_sinhf, cosh __nv_coshf, tanh __nv_tanhf,
     exp __nv_expf, exp2 __nv_exp2f, exp_m1 __nv_expm1f, ln __nv_logf, log2 __nv_log2f,
-    log10 __nv_log10f, ln_1p __nv_log1pf, cbrt __nv_cbrtf, round __nv_roundf],
-    __nv_atan2f, __nv_powf, __nv_powif, __nv_hypotf);
+    log10 __nv_log10f, ln_1p __nv_log1pf, cbrt __nv_cbrtf, round __nv_roundf,
+    asinh __nv_asinhf, acosh __nv_acoshf, atanh __nv_atanhf],
+    __nv_atan2f, __nv_powf, __nv_powif, __nv_hypotf, __nv_copysignf);
 gpu_float!(f64, reg64, "f64", [sin __nv_sin, cos __nv_cos, tan __nv_tan, asin __nv_asin,
     acos __nv_acos, atan __nv_atan, sinh __nv_sinh, cosh __nv_cosh, tanh __nv_tanh,
     exp __nv_exp, exp2 __nv_exp2, exp_m1 __nv_expm1, ln __nv_log, log2 __nv_log2,
-    log10 __nv_log10, ln_1p __nv_log1p, cbrt __nv_cbrt, round __nv_round],
-    __nv_atan2, __nv_pow, __nv_powi, __nv_hypot);
+    log10 __nv_log10, ln_1p __nv_log1p, cbrt __nv_cbrt, round __nv_round,
+    asinh __nv_asinh, acosh __nv_acosh, atanh __nv_atanh],
+    __nv_atan2, __nv_pow, __nv_powi, __nv_hypot, __nv_copysign);
 
 #[cfg(test)]
 mod tests {
@@ -179,5 +232,17 @@ mod tests {
         assert_eq!(GpuFloat::atan2(1.0f64, -2.0), 1.0f64.atan2(-2.0));
         assert_eq!(GpuFloat::powi(1.5f64, 3), 1.5f64.powi(3));
         assert_eq!(GpuFloat::floor(-1.5f32), -2.0);
+        assert_eq!(GpuFloat::signum(-0.0f32), -1.0);
+        assert_eq!(
+            GpuFloat::rem_euclid(-7.0f64, 4.0),
+            (-7.0f64).rem_euclid(4.0)
+        );
+        assert_eq!(
+            GpuFloat::div_euclid(-7.0f64, 4.0),
+            (-7.0f64).div_euclid(4.0)
+        );
+        assert_eq!(GpuFloat::div_euclid(7.0f32, -4.0), 7.0f32.div_euclid(-4.0));
+        assert_eq!(GpuFloat::fract(2.75f32), 0.75);
+        assert_eq!(GpuFloat::asinh(0.5f64), 0.5f64.asinh());
     }
 }
