@@ -21,6 +21,12 @@ struct Fixture {
 }
 
 fn fixture(seed: u64, dim: usize) -> Fixture {
+    fixture_of(seed, dim, 3000)
+}
+
+/// `points` points in 24 clusters; 4000 at dim 128 average 167 rows (85 KB) a list, so
+/// some probed list spans several 64 KiB copy chunks whatever the seed.
+fn fixture_of(seed: u64, dim: usize, points: usize) -> Fixture {
     println!("seed {seed}");
     let spec = Clusters {
         dim,
@@ -29,7 +35,7 @@ fn fixture(seed: u64, dim: usize) -> Fixture {
         sigma: 1.0,
         seed,
     };
-    let data = spec.points(3000, 0, None);
+    let data = spec.points(points, 0, None);
     let centroids = cpu::kmeans(&spec.points(1000, 1, None), 24, 8, seed);
     let layout =
         IvfLayout::from_assignment(dim, centroids.clone(), &cpu::assign(&centroids, &data));
@@ -251,8 +257,8 @@ fn a_ring_too_small_for_the_plan_falls_back_without_changing_results() {
 #[test]
 fn pulled_lists_give_the_same_answer() {
     let seed = fresh_seed();
-    for dim in [21, 128] {
-        let f = fixture(seed, dim);
+    for (dim, points) in [(21, 3000), (128, 4000)] {
+        let f = fixture_of(seed, dim, points);
         let emu = Emulator::new();
         let base = without_queue(&emu, &f, EmulatedParams::default());
         check_against_cpu(&f, &base, 4, &format!("dim {dim}"));
