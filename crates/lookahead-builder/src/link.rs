@@ -161,12 +161,7 @@ fn link_bitcode(
         .arg(linked))?;
     let members = extract_bitcode_members(&tool("llvm-ar"), &req.archives, ar_dir)?;
     if !members.is_empty() {
-        run(Command::new(tool("llvm-link"))
-            .arg("--only-needed")
-            .arg(linked)
-            .args(&members)
-            .arg("-o")
-            .arg(linked))?;
+        link_only_needed(&tool("llvm-link"), linked, &members)?;
     }
     let nm = run(Command::new(tool("llvm-nm"))
         .arg("--undefined-only")
@@ -191,10 +186,15 @@ fn link_bitcode(
                 .collect::<Vec<_>>()
                 .join(", "),
         })?;
-    run(Command::new(tool("llvm-link"))
+    link_only_needed(&tool("llvm-link"), linked, &[libdevice])
+}
+
+/// Links into `linked` only what it still needs from `inputs` (archive members, libdevice).
+fn link_only_needed(llvm_link: &Path, linked: &Path, inputs: &[PathBuf]) -> Result<(), BuildError> {
+    run(Command::new(llvm_link)
         .arg("--only-needed")
         .arg(linked)
-        .arg(&libdevice)
+        .args(inputs)
         .arg("-o")
         .arg(linked))?;
     Ok(())
