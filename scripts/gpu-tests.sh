@@ -3,7 +3,7 @@
 #   bash scripts/gpu-tests.sh build   # here: build test binaries and programs into .device/
 #   bash scripts/gpu-tests.sh run     # on the GPU machine (run tool, carry=[".device"]):
 #                                     # runs every `#[ignore = "needs a CUDA GPU"]` test, the
-#                                     # demo and the newcomer example; exits non-zero if any
+#                                     # demo, the newcomer and rust-cuda examples; exits non-zero if any
 #                                     # fails.
 # Each test binary is run with --ignored: a GPU test that finds no GPU fails, it never passes.
 set -euo pipefail
@@ -49,7 +49,7 @@ run)
             failed=$((failed + 1)); echo "FAILED: $t"
         fi
     done
-    for program in demo lookahead-newcomer; do
+    for program in demo lookahead-newcomer rust-cuda-example; do
         echo "== $program"
         timeout "$limit" "$DEST/bin/$program" || { failed=$((failed + 1)); echo "FAILED: $program"; }
     done

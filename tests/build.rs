@@ -1,7 +1,8 @@
 //! Builds the project's kernel crates for every architecture the PTX tests check
 //! (sm_70, sm_80, sm_90), independently of what LOOKAHEAD_ARCHS says for the host build:
 //! `demo-kernels` (the example kernels) and `ptx-kernels` (one kernel per intrinsic and
-//! `#[prefetch_next]` form).
+//! `#[prefetch_next]` form); and the Rust-CUDA-style kernels of `examples/rust-cuda`
+//! through `cuda_builder` (lookahead-cuda-builder), for sm_80 and sm_90.
 use lookahead_builder::{Arch, KernelBuilder};
 
 fn main() {
@@ -14,4 +15,9 @@ fn main() {
             .archs([Arch::SM_70, Arch::SM_80, Arch::SM_90])
             .build_for_cargo();
     }
+    cuda_builder::CudaBuilder::new(root.join("../examples/rust-cuda/kernels"))
+        .kernel_builder()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .archs([Arch::SM_80, Arch::SM_90])
+        .build_for_cargo();
 }

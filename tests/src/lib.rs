@@ -11,6 +11,12 @@ pub mod ptx_kernels_ptx {
     include!(concat!(env!("OUT_DIR"), "/ptx_kernels_ptx.rs"));
 }
 
+/// `examples/rust-cuda/kernels` (Rust-CUDA style, through `cuda_builder`) for sm_80 and
+/// sm_90.
+pub mod rust_cuda_kernels_ptx {
+    include!(concat!(env!("OUT_DIR"), "/rust_cuda_kernels_ptx.rs"));
+}
+
 /// Line numbers (within `body`) of `needle` occurrences that lie inside a loop: after a
 /// label `L:` and before a later branch back to `L` (`bra ... L;`).
 pub fn lines_inside_loops(body: &str, needle: &str) -> Vec<usize> {

@@ -8,4 +8,7 @@ fn ui() {
     let t = trybuild::TestCases::new();
     t.pass("ui/pass/*.rs");
     t.compile_fail("ui/compile_fail/*.rs");
+    // lookahead-cuda-std's attributes (Rust-CUDA's `cuda_std` API).
+    t.pass("ui/cuda_std_pass/*.rs");
+    t.compile_fail("ui/cuda_std_fail/*.rs");
 }

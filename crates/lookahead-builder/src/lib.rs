@@ -88,7 +88,7 @@ struct DeviceOptions {
     require_no_std: bool,
     /// Build `alloc` too (`-Zbuild-std=core,alloc`), for kernels that allocate.
     with_alloc: bool,
-    /// Crate attributes given to every crate of the build (`-Zcrate-attr`).
+    /// Crate attributes given to the kernel crate (`-Zcrate-attr`), not to its dependencies.
     crate_attrs: Vec<String>,
     /// Set `CUDA_ARCH` (`900` for sm_90) for the build, as `cuda_builder` does.
     cuda_arch_env: bool,
@@ -137,8 +137,9 @@ impl KernelBuilder {
         self
     }
 
-    /// Gives every crate of the device build the crate attribute `attr` (`-Zcrate-attr`),
-    /// for example `feature(abi_gpu_kernel)` for a crate whose root does not enable it.
+    /// Gives the kernel crate (only it, not its dependencies) the crate attribute `attr` in
+    /// its device build (`-Zcrate-attr`), for example `feature(abi_gpu_kernel)` for a crate
+    /// whose root does not enable it.
     pub fn crate_attr(mut self, attr: &str) -> Self {
         self.device.crate_attrs.push(attr.to_string());
         self
@@ -315,13 +316,17 @@ impl KernelBuilder {
             .args(["--config", "profile.release.incremental=false"])
             .args(["--config", "profile.release.debug-assertions=false"])
             .args(["--config", "profile.release.overflow-checks=false"]);
+        // After `--`, `cargo rustc` gives the flags to the kernel crate alone: a dependency
+        // that enables the same feature itself would otherwise fail (E0636).
+        cmd.arg("--")
+            .args((self.device.crate_attrs.iter()).map(|a| format!("-Zcrate-attr={a}")));
         clean_nested_env(&mut cmd, toolchain);
         cmd
     }
 
     /// The device build's rustc flags for `arch`.
     fn rustflags(&self, arch: Arch, ptx_feature: &str, shim: &Path) -> Vec<String> {
-        let mut flags = vec![
+        vec![
             format!("-Ctarget-cpu={}", arch.target_cpu()),
             format!("-Ctarget-feature=+{ptx_feature}"),
             format!("-Clinker={}", shim.display()),
@@ -331,9 +336,7 @@ impl KernelBuilder {
             // (rust-lang/rust#137086). LLVM's passes respect `convergent`; MIR has no
             // such notion, so the pass is off for device code.
             DISABLED_MIR_PASSES.to_string(),
-        ];
-        flags.extend((self.device.crate_attrs.iter()).map(|a| format!("-Zcrate-attr={a}")));
-        flags
+        ]
     }
 
     /// Builds from a build script: links instead when rustc runs this script as the
