@@ -17,6 +17,23 @@ pub mod rust_cuda_kernels_ptx {
     include!(concat!(env!("OUT_DIR"), "/rust_cuda_kernels_ptx.rs"));
 }
 
+/// Runs `ptxas -arch=sm_XX` on every module of `modules` (written to a temporary folder as
+/// `<name>.sm_XX.ptx`) and panics with ptxas's message on the first it refuses.
+pub fn assert_ptxas_accepts(name: &str, modules: &[(u32, &str)]) {
+    let ptxas = lookahead_builder::CudaTools::discover().ptxas.expect(
+        "ptxas not found: run scripts/setup.sh (pip nvidia-cuda-nvcc-cu12) or set LOOKAHEAD_PTXAS",
+    );
+    let dir = std::env::temp_dir().join(format!("lookahead-ptxas-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (cc, text) in modules {
+        let file = dir.join(format!("{name}.sm_{cc}.ptx"));
+        std::fs::write(&file, text).unwrap();
+        lookahead_builder::ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Line numbers (within `body`) of `needle` occurrences that lie inside a loop: after a
 /// label `L:` and before a later branch back to `L` (`bra ... L;`).
 pub fn lines_inside_loops(body: &str, needle: &str) -> Vec<usize> {

@@ -104,21 +104,11 @@ fn reduction_uses_warp_shuffles_and_float_atomics() {
 
 #[test]
 fn ptxas_accepts_every_module() {
-    let tools = CudaTools::discover();
-    let ptxas = tools.ptxas.expect(
-        "ptxas not found: run scripts/setup.sh (pip nvidia-cuda-nvcc-cu12) or set LOOKAHEAD_PTXAS",
-    );
-    let dir = std::env::temp_dir().join(format!("lookahead-ptxas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (cc, text) in PTX {
-        let file = dir.join(format!("demo_kernels.sm_{cc}.ptx"));
-        std::fs::write(&file, text).unwrap();
-        ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}"))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    lookahead_tests::assert_ptxas_accepts("demo_kernels", PTX);
     // And a broken module is rejected, so this test can fail.
-    let bad = dir.join("broken.ptx");
+    let ptxas = CudaTools::discover().ptxas.expect("ptxas was found above");
+    let bad = std::env::temp_dir().join(format!("lookahead-broken-{}.ptx", std::process::id()));
     std::fs::write(&bad, module(90).replace("ret;", "not_an_instruction;")).unwrap();
     assert!(ptx::validate_with_ptxas(&ptxas, &bad, "sm_90").is_err());
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_file(&bad).ok();
 }

@@ -4,7 +4,7 @@
 //! instruction is emitted inside the kernel's loop (between a loop label and the branch
 //! back to it), and that architectures without the instruction get none of it.
 
-use lookahead_builder::{ptx, CudaTools};
+use lookahead_builder::ptx;
 use lookahead_tests::lines_inside_loops;
 use lookahead_tests::ptx_kernels_ptx::PTX;
 
@@ -388,18 +388,7 @@ fn launch_bounds_become_the_entry_directives() {
 
 #[test]
 fn ptxas_accepts_every_test_module() {
-    let ptxas = CudaTools::discover().ptxas.expect(
-        "ptxas not found: run scripts/setup.sh (pip nvidia-cuda-nvcc-cu12) or set LOOKAHEAD_PTXAS",
-    );
-    let dir = std::env::temp_dir().join(format!("lookahead-ptxas-dsl-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (cc, text) in PTX {
-        let file = dir.join(format!("ptx_kernels.sm_{cc}.ptx"));
-        std::fs::write(&file, text).unwrap();
-        ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}"))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    std::fs::remove_dir_all(&dir).ok();
+    lookahead_tests::assert_ptxas_accepts("ptx_kernels", PTX);
 }
 
 #[test]

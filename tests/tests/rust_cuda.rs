@@ -3,7 +3,6 @@
 //! is PTX's `.shared` state space (the link-time pass moved it there), the only externs are
 //! the driver's, and `ptxas` accepts both modules.
 
-use lookahead_builder::{ptx, CudaTools};
 use lookahead_tests::rust_cuda_kernels_ptx::PTX;
 
 const KERNELS: [&str; 5] = ["vecadd", "transpose", "reduce_sum", "gemm_tile", "heap_sum"];
@@ -108,16 +107,5 @@ fn only_driver_functions_are_external() {
 
 #[test]
 fn ptxas_accepts_both_modules() {
-    let ptxas = CudaTools::discover().ptxas.expect(
-        "ptxas not found: run scripts/setup.sh (pip nvidia-cuda-nvcc-cu12) or set LOOKAHEAD_PTXAS",
-    );
-    let dir = std::env::temp_dir().join(format!("lookahead-rust-cuda-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (cc, text) in PTX {
-        let file = dir.join(format!("rust_cuda_kernels.sm_{cc}.ptx"));
-        std::fs::write(&file, text).unwrap();
-        ptx::validate_with_ptxas(&ptxas, &file, &format!("sm_{cc}"))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    std::fs::remove_dir_all(&dir).ok();
+    lookahead_tests::assert_ptxas_accepts("rust_cuda_kernels", PTX);
 }

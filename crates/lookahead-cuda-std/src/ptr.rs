@@ -44,6 +44,32 @@ pub fn is_in_address_space<T>(ptr: *const T, space: AddressSpace) -> bool {
     }
 }
 
+/// One `cvta` conversion of `$ptr` for each space: `$op` is `"cvta.to."` (generic to
+/// specific) or `"cvta."` (specific to generic).
+#[cfg(target_arch = "nvptx64")]
+macro_rules! cvta {
+    ($op:literal, $ptr:expr, $space:expr) => {{
+        let a = $ptr;
+        // Overwritten by the instruction; starts as `a` only to have its type.
+        let mut r = a;
+        macro_rules! one {
+            ($s:literal) => {
+                // SAFETY: converts an address without accessing memory.
+                unsafe {
+                    core::arch::asm!(concat!($op, $s, ".u64 {r}, {a};"), a = in(reg64) a, r = out(reg64) r, options(nostack, nomem, pure))
+                }
+            };
+        }
+        match $space {
+            AddressSpace::Global => one!("global"),
+            AddressSpace::Shared => one!("shared"),
+            AddressSpace::Constant => one!("const"),
+            AddressSpace::Local => one!("local"),
+        }
+        r
+    }};
+}
+
 /// The address of `ptr` within `space` (`cvta.to.<space>`), as PTX's space-specific loads
 /// and stores take it.
 ///
@@ -55,21 +81,7 @@ pub unsafe fn convert_generic_to_specific_address_space<T>(
     space: AddressSpace,
 ) -> *const T {
     #[cfg(target_arch = "nvptx64")]
-    {
-        let r: *const T;
-        macro_rules! cvta {
-            ($s:literal) => {
-                core::arch::asm!(concat!("cvta.to.", $s, ".u64 {r}, {a};"), a = in(reg64) ptr, r = out(reg64) r, options(nostack, nomem, pure))
-            };
-        }
-        match space {
-            AddressSpace::Global => cvta!("global"),
-            AddressSpace::Shared => cvta!("shared"),
-            AddressSpace::Constant => cvta!("const"),
-            AddressSpace::Local => cvta!("local"),
-        }
-        r
-    }
+    return cvta!("cvta.to.", ptr, space);
     #[cfg(not(target_arch = "nvptx64"))]
     {
         let _ = space;
@@ -88,21 +100,7 @@ pub unsafe fn convert_specific_address_space_to_generic<T>(
     space: AddressSpace,
 ) -> *const T {
     #[cfg(target_arch = "nvptx64")]
-    {
-        let r: *const T;
-        macro_rules! cvta {
-            ($s:literal) => {
-                core::arch::asm!(concat!("cvta.", $s, ".u64 {r}, {a};"), a = in(reg64) ptr, r = out(reg64) r, options(nostack, nomem, pure))
-            };
-        }
-        match space {
-            AddressSpace::Global => cvta!("global"),
-            AddressSpace::Shared => cvta!("shared"),
-            AddressSpace::Constant => cvta!("const"),
-            AddressSpace::Local => cvta!("local"),
-        }
-        r
-    }
+    return cvta!("cvta.", ptr, space);
     #[cfg(not(target_arch = "nvptx64"))]
     {
         let _ = space;
