@@ -20,6 +20,7 @@ pub mod capabilities;
 pub use lookahead_emu as emu;
 pub mod error;
 pub mod gpu;
+pub mod graph;
 pub mod launch;
 pub mod managed;
 pub mod module;

@@ -204,20 +204,27 @@ impl MemorySpace for GpuMemory {
             .context()
             .bind_to_thread()
             .during("cuCtxSetCurrent")?;
-        let events = match plan.measure {
+        let mut pointers = args.params.pointers();
+        // While a graph is updated, the launch sets its kernel node instead.
+        let function = args.function.cu_function();
+        if let Some(set) = crate::graph::redirect(stream, kernel, function, cfg, &mut pointers) {
+            return set;
+        }
+        // No timing events inside a graph capture: they would be captured, not recorded.
+        let measure = plan.measure.filter(|_| !crate::graph::capturing(stream));
+        let events = match measure {
             Some(_) => Some(timing_events(stream)?),
             None => None,
         };
         if let Some((start, _)) = &events {
             start.record(stream).during("cuEventRecord")?;
         }
-        let mut pointers = args.params.pointers();
         // SAFETY: `#[kernel]` pushes one parameter per lowered parameter of the PTX entry it
         // generated, in order and with its type (an address and a length per slice); every
         // address is bound to an allocation borrowed for this launch.
         unsafe {
             cudarc::driver::result::launch_kernel(
-                args.function.cu_function(),
+                function,
                 cfg.grid_dim,
                 cfg.block_dim,
                 cfg.shared_mem_bytes,
@@ -229,9 +236,10 @@ impl MemorySpace for GpuMemory {
         if let Some((_, end)) = &events {
             end.record(stream).during("cuEventRecord")?;
         }
-        if let Some(key) = plan.measure {
+        if let Some(key) = measure {
             AutoTuner::global().launched(key, plan.variant, events);
         }
+        crate::graph::launched(stream, kernel)?;
         // Dropping `args` records every bound allocation's use, after the kernel.
         Ok(())
     }

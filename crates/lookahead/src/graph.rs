@@ -1,0 +1,354 @@
+//! CUDA graphs of typed launches: capture what a closure queues on a stream (typed
+//! `#[kernel]` launches, copies, memsets, prefetches) into a graph, replay it with one driver
+//! call, and change its kernels' arguments between replays without capturing again.
+//!
+//! ```no_run
+//! # fn demo(gpu: &lookahead::Gpu) -> lookahead::Result<()> {
+//! use lookahead::graph::Graph;
+//! let stream = gpu.stream().clone();
+//! let (mut graph, ()) = Graph::capture(&stream, || {
+//!     // typed launches on `stream`, e.g. kernels::step::launch(&stream, cfg, ...)?;
+//!     Ok(())
+//! })?;
+//! // SAFETY: every allocation the captured work uses outlives the graph.
+//! unsafe { graph.replay()? };
+//! // The same launches, new arguments: each sets its kernel node instead of launching.
+//! unsafe { graph.update(|| Ok(()))? };
+//! # Ok(()) }
+//! ```
+//!
+//! How the pieces meet: while a closure runs inside [`Graph::capture`] or [`Graph::update`],
+//! the GPU launch path ([`crate::launch`]) asks this module first. During a capture it
+//! launches as usual (the driver records the launch as a node) and notes the node and the
+//! kernel's name; the autotuner takes no measurement then (its timing events would be
+//! captured too). During an update it launches nothing: the *n*-th typed launch on the
+//! graph's stream sets the parameters (arguments, grid, block, shared memory) of the *n*-th
+//! captured kernel node, which must run the same kernel (`cuGraphExecKernelNodeSetParams`;
+//! the instantiated graph is kept).
+//!
+//! Which memory operations a graph can hold on CUDA 13 is in `docs/graphs.md`, measured.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUgraphNode, CUstream};
+use cudarc::driver::{CudaGraph, CudaStream};
+
+use crate::error::{check, DriverContext, Error, Result};
+use crate::launch::LaunchConfig;
+
+/// A kernel node of a captured graph: which kernel it runs.
+#[derive(Debug, Clone, Copy)]
+struct KernelNode {
+    kernel: &'static str,
+    node: CUgraphNode,
+}
+
+/// An instantiated CUDA graph of the work queued on one stream during [`Graph::capture`].
+///
+/// The graph holds the device addresses its launches and copies were given, not borrows:
+/// replaying it after one of those allocations was freed is undefined behaviour, which is
+/// why [`Graph::replay`] is `unsafe`. Wrap a graph together with the memory it uses (as the
+/// IVF example's `BatchSearch` does) to give callers a safe replay.
+pub struct Graph {
+    graph: CudaGraph,
+    stream: Arc<CudaStream>,
+    kernels: Vec<KernelNode>,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("kernels", &self.kernel_names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the launch path does while a closure of this module runs on the current thread.
+enum Recording {
+    Capture {
+        stream: CUstream,
+        kernels: Vec<KernelNode>,
+    },
+    Update {
+        stream: CUstream,
+        exec: sys::CUgraphExec,
+        kernels: Vec<KernelNode>,
+        next: usize,
+    },
+}
+
+thread_local! {
+    static RECORDING: RefCell<Option<Recording>> = const { RefCell::new(None) };
+}
+
+impl Graph {
+    /// Captures what `record` queues on `stream` (in thread-local capture mode, so other
+    /// threads' driver calls are not affected) into a graph and instantiates it. Nothing
+    /// runs on the GPU during the capture. Returns the graph and what `record` returned.
+    ///
+    /// Launch arguments must not be tracked by cudarc's events of another stream (pass them
+    /// through [`crate::untracked`], or use a context without event tracking): a wait on an
+    /// event recorded outside the capture makes the driver end it with
+    /// `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, returned here as an error.
+    pub fn capture<R>(
+        stream: &Arc<CudaStream>,
+        record: impl FnOnce() -> Result<R>,
+    ) -> Result<(Graph, R)> {
+        start(Recording::Capture {
+            stream: stream.cu_stream(),
+            kernels: Vec::new(),
+        })?;
+        let began = stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .during("cuStreamBeginCapture");
+        let recorded = began.and_then(|()| record());
+        // End the capture whatever happened, so the stream is usable again.
+        let ended = stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .during("cuStreamEndCapture/cuGraphInstantiate");
+        let kernels = match finish() {
+            Some(Recording::Capture { kernels, .. }) => kernels,
+            _ => Vec::new(),
+        };
+        let value = recorded?;
+        let graph = ended?.ok_or_else(|| Error::InvalidArgument {
+            call: "Graph::capture",
+            reason: "nothing was queued on the stream during the capture".into(),
+        })?;
+        Ok((
+            Graph {
+                graph,
+                stream: stream.clone(),
+                kernels,
+            },
+            value,
+        ))
+    }
+
+    /// Queues the whole graph on its stream (one `cuGraphLaunch`).
+    ///
+    /// # Safety
+    /// Every allocation the captured work uses (kernel arguments, copy sources and
+    /// destinations, memset targets) is still allocated, and no host code reads or writes
+    /// it until the stream is done with the replay.
+    pub unsafe fn replay(&self) -> Result<()> {
+        self.graph.launch().during("cuGraphLaunch")
+    }
+
+    /// Uploads the graph's resources to the GPU now, so the first replay does not pay for it.
+    pub fn upload(&self) -> Result<()> {
+        self.graph.upload().during("cuGraphUpload")
+    }
+
+    /// The stream the graph was captured on and replays on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The kernels of the graph's kernel nodes, in the order they were launched.
+    pub fn kernel_names(&self) -> Vec<&'static str> {
+        self.kernels.iter().map(|k| k.kernel).collect()
+    }
+
+    /// Number of nodes of every kind (kernels, copies, memsets, ...).
+    pub fn node_count(&self) -> Result<usize> {
+        let mut n = 0usize;
+        // SAFETY: a null node array asks only for the count.
+        check("cuGraphGetNodes", unsafe {
+            sys::cuGraphGetNodes(self.graph.cu_graph(), std::ptr::null_mut(), &mut n)
+        })?;
+        Ok(n)
+    }
+
+    /// Runs `record`, in which the same typed launches as during the capture, in the same
+    /// order and on the graph's stream, set the parameters of the graph's kernel nodes
+    /// instead of launching: new arguments, grid, block and shared memory for each, the
+    /// instantiated graph kept. Nothing else `record` queues is affected, so memory
+    /// operations keep their captured addresses and sizes.
+    ///
+    /// Fails, leaving the nodes updated so far changed, when a launch runs a different
+    /// kernel than its node or when `record` launches fewer or more kernels than were
+    /// captured.
+    ///
+    /// # Safety
+    /// The new arguments obey [`Graph::replay`]'s contract for every later replay.
+    pub unsafe fn update<R>(&mut self, record: impl FnOnce() -> Result<R>) -> Result<R> {
+        start(Recording::Update {
+            stream: self.stream.cu_stream(),
+            exec: self.graph.cu_graph_exec(),
+            kernels: self.kernels.clone(),
+            next: 0,
+        })?;
+        let value = record();
+        let updated = match finish() {
+            Some(Recording::Update { next, .. }) => next,
+            _ => 0,
+        };
+        let value = value?;
+        if updated != self.kernels.len() {
+            return Err(Error::InvalidArgument {
+                call: "Graph::update",
+                reason: format!(
+                    "the update launched {updated} kernel(s); the graph has {} ({:?})",
+                    self.kernels.len(),
+                    self.kernel_names()
+                ),
+            });
+        }
+        Ok(value)
+    }
+}
+
+fn start(recording: Recording) -> Result<()> {
+    RECORDING.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.is_some() {
+            return Err(Error::InvalidArgument {
+                call: "Graph::capture/update",
+                reason: "a capture or update is already running on this thread; they do not nest"
+                    .into(),
+            });
+        }
+        *r = Some(recording);
+        Ok(())
+    })
+}
+
+fn finish() -> Option<Recording> {
+    RECORDING.with(|r| r.borrow_mut().take())
+}
+
+/// Whether launches on `stream` are being captured by [`Graph::capture`] on this thread.
+pub(crate) fn capturing(stream: &CudaStream) -> bool {
+    RECORDING.with(|r| {
+        matches!(&*r.borrow(), Some(Recording::Capture { stream: s, .. }) if *s == stream.cu_stream())
+    })
+}
+
+/// After a launch on `stream`: during a capture, notes the kernel node just added.
+pub(crate) fn launched(stream: &CudaStream, kernel: &'static str) -> Result<()> {
+    if !capturing(stream) {
+        return Ok(());
+    }
+    let node = last_captured_node(stream.cu_stream())?;
+    RECORDING.with(|r| {
+        if let Some(Recording::Capture { kernels, .. }) = &mut *r.borrow_mut() {
+            kernels.push(KernelNode { kernel, node });
+        }
+    });
+    Ok(())
+}
+
+/// The node the capture of `stream` added last (the one its next work will depend on).
+fn last_captured_node(stream: CUstream) -> Result<CUgraphNode> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let (mut deps, mut edges, mut n): (*const CUgraphNode, *const sys::CUgraphEdgeData, usize) =
+        (std::ptr::null(), std::ptr::null(), 0);
+    // SAFETY: out-pointers to locals; the dependency array is the driver's, read at once.
+    check("cuStreamGetCaptureInfo", unsafe {
+        sys::cuStreamGetCaptureInfo_v3(
+            stream,
+            &mut status,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut deps,
+            &mut edges,
+            &mut n,
+        )
+    })?;
+    if n != 1 || deps.is_null() {
+        return Err(Error::InvalidArgument {
+            call: "Graph::capture",
+            reason: format!("the captured launch left {n} dependencies instead of one node"),
+        });
+    }
+    // SAFETY: the driver returned `n` (= 1) nodes at `deps`.
+    Ok(unsafe { *deps })
+}
+
+/// During an update of a graph captured on `stream`: sets the next kernel node's
+/// parameters instead of launching, and returns `Some`; otherwise `None` (launch as usual).
+pub(crate) fn redirect(
+    stream: &CudaStream,
+    kernel: &'static str,
+    function: sys::CUfunction,
+    cfg: LaunchConfig,
+    params: &mut [*mut c_void],
+) -> Option<Result<()>> {
+    RECORDING.with(|r| {
+        let mut r = r.borrow_mut();
+        let Some(Recording::Update {
+            stream: s,
+            exec,
+            kernels,
+            next,
+        }) = &mut *r
+        else {
+            return None;
+        };
+        if *s != stream.cu_stream() {
+            return None;
+        }
+        Some(set_node(
+            *exec, kernels, next, kernel, function, cfg, params,
+        ))
+    })
+}
+
+fn set_node(
+    exec: sys::CUgraphExec,
+    kernels: &[KernelNode],
+    next: &mut usize,
+    kernel: &'static str,
+    function: sys::CUfunction,
+    cfg: LaunchConfig,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    let Some(node) = kernels.get(*next) else {
+        return Err(Error::InvalidArgument {
+            call: "Graph::update",
+            reason: format!(
+                "launch {} (`{kernel}`) has no kernel node: the graph has {}",
+                *next + 1,
+                kernels.len()
+            ),
+        });
+    };
+    if node.kernel != kernel {
+        return Err(Error::InvalidArgument {
+            call: "Graph::update",
+            reason: format!(
+                "launch {} runs `{kernel}`, but its node runs `{}`: launch the kernels in the captured order",
+                *next + 1,
+                node.kernel
+            ),
+        });
+    }
+    let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
+        func: function,
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        kernelParams: params.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    // SAFETY: `node` is a kernel node of the graph `exec` was instantiated from; the driver
+    // copies the parameter values before returning.
+    check("cuGraphExecKernelNodeSetParams", unsafe {
+        sys::cuGraphExecKernelNodeSetParams_v2(exec, node.node, &node_params)
+    })
+    .map_err(|e| match e {
+        Error::Driver { source, .. } => Error::Launch { kernel, source },
+        other => other,
+    })?;
+    *next += 1;
+    Ok(())
+}
