@@ -51,7 +51,7 @@ struct Fixture {
 }
 
 fn fixture(gpu: &Gpu) -> Fixture {
-    let s = gpu.stream().clone();
+    let s = gpu.context().new_stream().unwrap();
     let (x, y0) = (input(1, N), input(2, N));
     let (dx, dy) = (s.clone_htod(&x).unwrap(), s.clone_htod(&y0).unwrap());
     Fixture { s, x, y0, dx, dy }
@@ -178,12 +178,16 @@ fn an_update_that_does_not_match_the_capture_is_refused() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn an_empty_capture_is_an_error() {
+fn an_empty_capture_or_the_default_stream_is_an_error() {
     let gpu = gpu();
-    let s = gpu.stream().clone();
+    let s = gpu.context().new_stream().unwrap();
     let empty = Graph::capture(&s, || Ok(()));
     assert!(
         matches!(empty, Err(Error::InvalidArgument { .. })),
         "{empty:?}"
     );
+    let default = Graph::capture(gpu.stream(), || Ok(()))
+        .unwrap_err()
+        .to_string();
+    assert!(default.contains("legacy default stream"), "{default}");
 }

@@ -5,7 +5,7 @@
 //! ```no_run
 //! # fn demo(gpu: &lookahead::Gpu) -> lookahead::Result<()> {
 //! use lookahead::graph::Graph;
-//! let stream = gpu.stream().clone();
+//! let stream = gpu.context().new_stream().map_err(|e| lookahead::Error::Driver { call: "cuStreamCreate", source: e })?;
 //! let (mut graph, ()) = Graph::capture(&stream, || {
 //!     // typed launches on `stream`, e.g. kernels::step::launch(&stream, cfg, ...)?;
 //!     Ok(())
@@ -70,6 +70,9 @@ enum Recording {
     Capture {
         stream: CUstream,
         kernels: Vec<KernelNode>,
+        /// A stream outside the capture, where cudarc's use tracking of the captured
+        /// launches' arguments goes (see [`tracking_stream`]).
+        outside: Arc<CudaStream>,
     },
     Update {
         stream: CUstream,
@@ -85,20 +88,30 @@ thread_local! {
 
 impl Graph {
     /// Captures what `record` queues on `stream` (in thread-local capture mode, so other
-    /// threads' driver calls are not affected) into a graph and instantiates it. Nothing
+    /// threads' driver calls are not affected) into a graph and instantiates it. `stream`
+    /// must be one made with `CudaContext::new_stream`: the driver cannot capture the legacy
+    /// default stream. Nothing
     /// runs on the GPU during the capture. Returns the graph and what `record` returned.
     ///
-    /// Launch arguments must not be tracked by cudarc's events of another stream (pass them
-    /// through [`crate::untracked`], or use a context without event tracking): a wait on an
-    /// event recorded outside the capture makes the driver end it with
-    /// `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, returned here as an error.
+    /// Pass launch arguments through [`crate::untracked`]: their cudarc use tracking then
+    /// goes to a stream outside the capture. A tracked `CudaSlice` argument makes the
+    /// captured stream wait on an event recorded outside the capture, and the driver ends the
+    /// capture with `CUDA_ERROR_STREAM_CAPTURE_ISOLATION` (returned here as an error).
     pub fn capture<R>(
         stream: &Arc<CudaStream>,
         record: impl FnOnce() -> Result<R>,
     ) -> Result<(Graph, R)> {
+        if stream.cu_stream().is_null() {
+            return Err(Error::InvalidArgument {
+                call: "Graph::capture",
+                reason: "the legacy default stream (Gpu::stream, CudaContext::default_stream) cannot be captured: capture a stream from CudaContext::new_stream".into(),
+            });
+        }
+        let outside = stream.context().new_stream().during("cuStreamCreate")?;
         start(Recording::Capture {
             stream: stream.cu_stream(),
             kernels: Vec::new(),
+            outside,
         })?;
         let began = stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
@@ -113,26 +126,28 @@ impl Graph {
             _ => Vec::new(),
         };
         let value = recorded?;
-        let graph = ended?.ok_or_else(|| Error::InvalidArgument {
+        let empty = || Error::InvalidArgument {
             call: "Graph::capture",
             reason: "nothing was queued on the stream during the capture".into(),
-        })?;
-        Ok((
-            Graph {
-                graph,
-                stream: stream.clone(),
-                kernels,
-            },
-            value,
-        ))
+        };
+        let graph = Graph {
+            graph: ended?.ok_or_else(empty)?,
+            stream: stream.clone(),
+            kernels,
+        };
+        if graph.node_count()? == 0 {
+            return Err(empty());
+        }
+        Ok((graph, value))
     }
 
     /// Queues the whole graph on its stream (one `cuGraphLaunch`).
     ///
     /// # Safety
     /// Every allocation the captured work uses (kernel arguments, copy sources and
-    /// destinations, memset targets) is still allocated, and no host code reads or writes
-    /// it until the stream is done with the replay.
+    /// destinations, memset targets) is still allocated, no host code reads or writes it
+    /// until the stream is done with the replay, and work of other streams that writes it
+    /// is ordered before the replay (the graph's launches carry no cudarc use tracking).
     pub unsafe fn replay(&self) -> Result<()> {
         self.graph.launch().during("cuGraphLaunch")
     }
@@ -224,6 +239,20 @@ fn finish() -> Option<Recording> {
 pub(crate) fn capturing(stream: &CudaStream) -> bool {
     RECORDING.with(|r| {
         matches!(&*r.borrow(), Some(Recording::Capture { stream: s, .. }) if *s == stream.cu_stream())
+    })
+}
+
+/// During a capture of `stream` on this thread, a stream outside the capture for cudarc's
+/// use tracking of kernel arguments ([`crate::untracked`]): cudarc makes the launch stream
+/// wait for an allocation's last write event, and a wait on an event recorded outside the
+/// capture ends it (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`). Ordering the replay after those
+/// writes is the caller's, as [`Graph::replay`] says.
+pub(crate) fn tracking_stream(stream: &CudaStream) -> Option<Arc<CudaStream>> {
+    RECORDING.with(|r| match &*r.borrow() {
+        Some(Recording::Capture {
+            stream: s, outside, ..
+        }) if *s == stream.cu_stream() => Some(outside.clone()),
+        _ => None,
     })
 }
 

@@ -73,7 +73,8 @@ impl<'a, T> Untracked<'a, T> {
     /// `slice`, for launches on `stream`. cudarc orders the slice's earlier writes before
     /// work queued on `stream` from now on; later launches are ordered by the caller.
     pub fn new(slice: &'a CudaSlice<T>, stream: &CudaStream) -> Self {
-        let (ptr, _sync) = slice.device_ptr(stream);
+        let outside = crate::graph::tracking_stream(stream);
+        let (ptr, _sync) = slice.device_ptr(outside.as_deref().unwrap_or(stream));
         Untracked {
             ptr,
             len: slice.len(),
@@ -96,7 +97,8 @@ impl<'a, T> UntrackedMut<'a, T> {
     /// `slice`, for launches on `stream` that write it (see [`Untracked::new`]).
     pub fn new(slice: &'a mut CudaSlice<T>, stream: &CudaStream) -> Self {
         let len = slice.len();
-        let (ptr, _sync) = slice.device_ptr_mut(stream);
+        let outside = crate::graph::tracking_stream(stream);
+        let (ptr, _sync) = slice.device_ptr_mut(outside.as_deref().unwrap_or(stream));
         UntrackedMut {
             ptr,
             len,
