@@ -91,6 +91,11 @@ impl<'a, T> Untracked<'a, T> {
             ..Self::new(slice, stream)
         })
     }
+
+    /// The device address of the first element (for driver calls such as copies).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
 }
 
 impl<'a, T> UntrackedMut<'a, T> {

@@ -258,3 +258,71 @@ fn soak_300_searches_with_the_gpu_pull() {
         "device memory back to its starting level: {free_before} -> {free_after}"
     );
 }
+
+/// Small batches of 1 to 64 queries, submitted as launches and as one CUDA graph (captured
+/// once, its kernels updated when the size changes), resident and under the GPU-driven pull:
+/// every batch gives the full search's neighbours, and the graph holds the four kernels.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
+    use lookahead_ivf::gpu::Submit;
+    let gpu = gpu();
+    let mut f = fixture(&gpu);
+    let seed = fresh_seed();
+    let sizes = [1usize, 4, 16, 64, 3, 64, 1];
+    let batches: Vec<Vectors> = sizes
+        .iter()
+        .enumerate()
+        .map(|(b, &n)| {
+            let hot: Vec<usize> = (0..8).map(|i| (i * 31 + b * 7) % 256).collect();
+            f.spec.points(n, seed + b as u64, Some(&hot))
+        })
+        .collect();
+    f.index.make_resident().unwrap();
+    let want: Vec<Vec<u32>> = batches
+        .iter()
+        .map(|q| {
+            f.index
+                .search(q, params(Policy::Faults), &mut f.mach)
+                .unwrap()
+                .ids
+        })
+        .collect();
+    for policy in [Policy::Faults, Policy::GpuPull] {
+        let mut batch = f.index.batch_search(64, params(policy)).unwrap();
+        for round in 0..3 {
+            for (q, want) in batches.iter().zip(&want) {
+                for submit in [Submit::Launches, Submit::Graph] {
+                    let (dist, ids) = f.index.search_batch(&mut batch, q, submit).unwrap();
+                    assert_eq!(
+                        &ids,
+                        want,
+                        "{policy:?} {submit:?} round {round}, {} queries",
+                        q.len()
+                    );
+                    assert!(dist.iter().all(|d| d.is_finite()));
+                }
+            }
+        }
+        assert_eq!(
+            batch.graph_kernels().len(),
+            4,
+            "{:?}",
+            batch.graph_kernels()
+        );
+        if policy == Policy::Faults {
+            // The pull runs cold first: lists back on the host, its cache emptied.
+            f.index.evict_to_host(&f.mach).unwrap();
+        }
+    }
+    // Misuse is an error, not a wrong answer.
+    let mut batch = f.index.batch_search(4, params(Policy::Faults)).unwrap();
+    assert!(f
+        .index
+        .search_batch(&mut batch, &batches[3], Submit::Graph)
+        .is_err());
+    assert!(f
+        .index
+        .batch_search(4, params(Policy::GpuRequests))
+        .is_err());
+}

@@ -1,6 +1,7 @@
 //! The IVF search on the GPU, with the lists in managed memory and a Unified Memory
 //! [`Policy`] chosen per search.
 
+mod batch;
 mod buffers;
 mod search;
 
@@ -18,6 +19,7 @@ use lookahead_uvm::{
     AccessPattern, MachineProfile, Policy, PrefetchService, RequestRing, ServiceConfig,
 };
 
+pub use batch::{BatchSearch, Submit};
 use buffers::{fill32, Buffers, Capacity};
 
 use crate::data::Vectors;
@@ -43,6 +45,16 @@ pub struct GpuIndex {
     /// Blocks of the scan that are resident on the GPU at once.
     scan_capacity: u32,
     buffers: Option<Buffers>,
+    /// Which allocation of `buffers` (and which index) a captured graph's addresses are of.
+    buffers_id: BuffersId,
+}
+
+/// One allocation of one index's search buffers: graphs captured on other buffers are not
+/// replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BuffersId {
+    index: u64,
+    generation: u64,
 }
 
 /// The device-memory copy of the lists that [`Policy::GpuPull`] reads: `data` has the
@@ -54,6 +66,9 @@ struct PullCache {
     data: Option<CudaSlice<f32>>,
     copied: CudaSlice<u32>,
 }
+
+/// Numbers each index, for [`BuffersId`].
+static NEXT_INDEX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Device memory left free beside the pull cache (for the search buffers and other work).
 const PULL_CACHE_HEADROOM: usize = 1 << 30;
@@ -217,6 +232,10 @@ impl GpuIndex {
             max_list_len,
             scan_capacity,
             buffers: None,
+            buffers_id: BuffersId {
+                index: NEXT_INDEX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                generation: 0,
+            },
         })
     }
 
@@ -393,6 +412,7 @@ impl GpuIndex {
             let cap = Capacity::grown(need, old);
             let (dim, nlist) = (self.layout.dim, self.layout.nlist());
             self.buffers = Some(Buffers::new(&self.stream, cap, dim, nlist)?);
+            self.buffers_id.generation += 1;
         }
         Ok(self.buffers.as_mut().expect("allocated above"))
     }

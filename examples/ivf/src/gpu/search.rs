@@ -26,31 +26,31 @@ use crate::index::IvfLayout;
 
 /// Bits written into every output word before a search; any left afterwards is a result
 /// the kernels failed to write.
-const POISON_ID: u32 = 0xFFFF_FFFE;
-const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
+pub(super) const POISON_ID: u32 = 0xFFFF_FFFE;
+pub(super) const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
 
 /// The sizes one search works with.
 #[derive(Debug, Clone, Copy)]
-struct Shape {
-    nq: usize,
-    nprobe: usize,
-    pairs: usize,
-    items: usize,
-    nlist: usize,
-    dim: usize,
+pub(super) struct Shape {
+    pub(super) nq: usize,
+    pub(super) nprobe: usize,
+    pub(super) pairs: usize,
+    pub(super) items: usize,
+    pub(super) nlist: usize,
+    pub(super) dim: usize,
 }
 
 /// What one search works on: the index's parts, borrowed each on its own, and the shape.
-struct Search<'a> {
-    s: &'a Arc<CudaStream>,
+pub(super) struct Search<'a> {
+    pub(super) s: &'a Arc<CudaStream>,
     layout: &'a IvfLayout,
     lists: &'a ManagedBuffer<f32>,
     offsets: &'a CudaSlice<u64>,
     ids: &'a CudaSlice<u32>,
     centroids_t: &'a CudaSlice<f32>,
     pull: &'a mut PullCache,
-    b: &'a mut Buffers,
-    shape: Shape,
+    pub(super) b: &'a mut Buffers,
+    pub(super) shape: Shape,
     chunk_rows: u32,
 }
 
@@ -124,7 +124,7 @@ impl GpuIndex {
     }
 
     /// The shape of a search of `queries` with `params`, checked against the index.
-    fn shape(&self, queries: &Vectors, params: SearchParams) -> Result<Shape> {
+    pub(super) fn shape(&self, queries: &Vectors, params: SearchParams) -> Result<Shape> {
         let dim = self.layout.dim;
         if queries.dim != dim {
             return Err(Error::InvalidRange {
@@ -147,7 +147,7 @@ impl GpuIndex {
         })
     }
 
-    fn begin(&mut self, shape: Shape) -> Search<'_> {
+    pub(super) fn begin(&mut self, shape: Shape) -> Search<'_> {
         let chunk_rows = self.chunk_rows;
         let GpuIndex {
             stream,
@@ -245,7 +245,7 @@ impl Search<'_> {
         fill32(readiness.device_ptr(), sh.nlist, 0, s)
     }
 
-    fn coarse(&mut self) -> Result<()> {
+    pub(super) fn coarse(&mut self) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
         ivf_kernels::coarse::launch(
             s,
@@ -260,7 +260,7 @@ impl Search<'_> {
     }
 
     /// The plan: probed lists, requests (through `queue`) or the pull's copy list, work items.
-    fn plan(&mut self, queue: RingQueue<'_>, pulling: bool) -> Result<()> {
+    pub(super) fn plan(&mut self, queue: RingQueue<'_>, pulling: bool) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let (vectors, offsets, ids) = (
             UntrackedManaged::new(self.lists),
@@ -328,7 +328,12 @@ impl Search<'_> {
         Ok(())
     }
 
-    fn scan(&mut self, grid: LaunchConfig, hints: u32, queue: RingQueue<'_>) -> Result<()> {
+    pub(super) fn scan(
+        &mut self,
+        grid: LaunchConfig,
+        hints: u32,
+        queue: RingQueue<'_>,
+    ) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let (vectors, offsets, ids) = (
             UntrackedManaged::new(self.lists),
@@ -376,14 +381,29 @@ impl Search<'_> {
         )
     }
 
-    fn pull_scan(&mut self, grid: LaunchConfig, copy_every: u32, wait_us: u32) -> Result<()> {
-        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+    /// Clears the pull's work counters, which `pull_scan` starts from.
+    pub(super) fn clear_pull_work(&mut self) -> Result<()> {
+        let s = self.s;
         fill32(
-            UM::new(&mut b.work, s).device_ptr(),
+            UM::new(&mut self.b.work, s).device_ptr(),
             2 * ivf_kernels::PULL_WORK_WORDS,
             0,
             s,
-        )?;
+        )
+    }
+
+    fn pull_scan(&mut self, grid: LaunchConfig, copy_every: u32, wait_us: u32) -> Result<()> {
+        self.clear_pull_work()?;
+        self.launch_pull_scan(grid, copy_every, wait_us)
+    }
+
+    pub(super) fn launch_pull_scan(
+        &mut self,
+        grid: LaunchConfig,
+        copy_every: u32,
+        wait_us: u32,
+    ) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let (vectors, offsets, ids) = (
             UntrackedManaged::new(self.lists),
             U::new(self.offsets, s),
@@ -440,7 +460,7 @@ impl Search<'_> {
         )
     }
 
-    fn merge(&mut self) -> Result<()> {
+    pub(super) fn merge(&mut self) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         ivf_kernels::merge::launch(
             s,

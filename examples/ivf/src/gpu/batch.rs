@@ -1,0 +1,309 @@
+//! Small batches: one search of up to `capacity` queries as the same stream work, either
+//! queued operation by operation ([`Submit::Launches`]) or replayed as one CUDA graph
+//! ([`Submit::Graph`]): the queries' copy from pinned memory, the output poisoning, the four
+//! kernels (coarse, plan, scan or pull-scan, merge) and the results' copy back.
+//!
+//! The graph is captured once per [`BatchSearch`], with copies and memsets sized for the
+//! capacity; when a batch has another size, the kernels' arguments and grids are updated in
+//! the instantiated graph ([`lookahead::graph::Graph::update`]), not captured again. Only
+//! policies whose search is stream work alone can be a graph: everything resident
+//! ([`Policy::Faults`] after [`GpuIndex::make_resident`]) and the GPU-driven pull
+//! ([`Policy::GpuPull`]); the others need the host between kernels, and the driver refuses
+//! prefetches and advice inside a capture (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, see
+//! `docs/graphs.md`).
+
+use cudarc::driver::{result, sys, CudaStream};
+use ivf_kernels::{HINT_NONE, K, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS};
+use lookahead::graph::Graph;
+use lookahead::launch::LaunchConfig;
+use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
+use lookahead::{DriverContext, Error, Result};
+use lookahead_uvm::{Policy, RingQueue};
+
+use super::buffers::{fill32, Capacity};
+use super::search::{Search, POISON_DIST, POISON_ID};
+use super::{BuffersId, GpuIndex, SearchParams};
+use crate::data::Vectors;
+
+/// How a batch's work reaches the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submit {
+    /// Each copy, memset and kernel queued on its own (about a dozen driver calls).
+    Launches,
+    /// One replay of the captured graph.
+    Graph,
+}
+
+/// Page-locked host memory of `len` elements of `T`, for the batch's copies.
+struct Pinned<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+impl<T: Copy + Default> Pinned<T> {
+    fn new(len: usize) -> Result<Self> {
+        let bytes = len.max(1) * std::mem::size_of::<T>();
+        // SAFETY: a plain allocation, freed in `drop`.
+        let ptr = unsafe { result::malloc_host(bytes, 0) }.during_alloc("cuMemHostAlloc", bytes)?;
+        let ptr = ptr as *mut T;
+        // SAFETY: `len` elements were just allocated; `T: Copy` has no drop.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len).fill(T::default()) };
+        Ok(Pinned { ptr, len })
+    }
+
+    fn slice(&self) -> &[T] {
+        // SAFETY: `len` initialised elements, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn slice_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `slice`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T> Drop for Pinned<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `cuMemHostAlloc` in `new`; its stream work was waited for.
+        unsafe { result::free_host(self.ptr as *mut std::ffi::c_void) }.ok();
+    }
+}
+
+/// A captured graph, the buffers its addresses are of, and the batch size its kernel nodes
+/// are set for.
+struct Captured {
+    graph: Graph,
+    buffers: BuffersId,
+    nq: usize,
+}
+
+/// The small-batch search of one index under one policy: pinned buffers for queries and
+/// results, and (after the first [`Submit::Graph`] batch) the captured graph.
+pub struct BatchSearch {
+    params: SearchParams,
+    capacity: usize,
+    dim: usize,
+    queries: Pinned<f32>,
+    out_d: Pinned<f32>,
+    out_i: Pinned<u32>,
+    graph: Option<Captured>,
+}
+
+impl BatchSearch {
+    /// Batches of at most this many queries.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Kernel nodes of the captured graph (empty before the first graph batch).
+    pub fn graph_kernels(&self) -> Vec<&'static str> {
+        self.graph
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.graph.kernel_names())
+    }
+}
+
+impl GpuIndex {
+    /// A small-batch search of up to `capacity` queries under `params.policy`, which must
+    /// be [`Policy::Faults`] (with the lists resident, see [`GpuIndex::make_resident`]) or
+    /// [`Policy::GpuPull`] (prepared here). Allocates the search buffers for `capacity`.
+    pub fn batch_search(&mut self, capacity: usize, params: SearchParams) -> Result<BatchSearch> {
+        if !matches!(params.policy, Policy::Faults | Policy::GpuPull) || capacity == 0 {
+            return Err(Error::InvalidArgument {
+                call: "GpuIndex::batch_search",
+                reason: format!(
+                    "small batches run under Faults (lists resident) or GpuPull, for 1 or more queries; got {} for {capacity}",
+                    params.policy.name()
+                ),
+            });
+        }
+        self.prepare(params.policy)?;
+        let dim = self.layout.dim;
+        let full = Vectors {
+            dim,
+            data: vec![0.0; capacity * dim],
+        };
+        let shape = self.shape(&full, params)?;
+        self.buffers(Capacity {
+            queries: shape.nq,
+            pairs: shape.pairs,
+            items: shape.items,
+        })?;
+        Ok(BatchSearch {
+            params,
+            capacity,
+            dim,
+            queries: Pinned::new(capacity * dim)?,
+            out_d: Pinned::new(capacity * K)?,
+            out_i: Pinned::new(capacity * K)?,
+            graph: None,
+        })
+    }
+
+    /// Searches `queries` (at most the capacity) with `batch`; returns `queries * K`
+    /// distances and ids, nearest first per query, the same whichever way it is submitted.
+    pub fn search_batch(
+        &mut self,
+        batch: &mut BatchSearch,
+        queries: &Vectors,
+        submit: Submit,
+    ) -> Result<(Vec<f32>, Vec<u32>)> {
+        let nq = queries.len();
+        if nq == 0 || nq > batch.capacity || queries.dim != batch.dim {
+            return Err(Error::InvalidArgument {
+                call: "GpuIndex::search_batch",
+                reason: format!(
+                    "{nq} queries of dimension {} for a batch search of 1 to {} queries of dimension {}",
+                    queries.dim, batch.capacity, batch.dim
+                ),
+            });
+        }
+        batch.queries.slice_mut()[..queries.data.len()].copy_from_slice(&queries.data);
+        match submit {
+            Submit::Launches => self.batch_by_launches(batch, queries)?,
+            Submit::Graph => self.batch_by_graph(batch, queries)?,
+        }
+        self.stream.synchronize().during("cuStreamSynchronize")?;
+        let (dist, ids) = (
+            batch.out_d.slice()[..nq * K].to_vec(),
+            batch.out_i.slice()[..nq * K].to_vec(),
+        );
+        if let Some(at) = ids.iter().position(|&i| i == POISON_ID) {
+            return Err(Error::UnwrittenOutput {
+                kernel: "merge",
+                what: format!("neighbour {} of query {}", at % K, at / K),
+            });
+        }
+        Ok((dist, ids))
+    }
+
+    fn batch_by_launches(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
+        let shape = self.shape(queries, batch.params)?;
+        let scan_blocks = self.scan_capacity;
+        let mut run = self.begin(shape);
+        let rows = shape.nq;
+        run.batch_inputs(&batch.queries, rows)?;
+        run.batch_kernels(batch.params, scan_blocks)?;
+        run.batch_outputs(&mut batch.out_d, &mut batch.out_i, rows)
+    }
+
+    fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
+        let shape = self.shape(queries, batch.params)?;
+        let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
+        if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
+            // The buffers were reallocated by a larger search: capture again.
+            batch.graph = None;
+        }
+        let stream = self.stream.clone();
+        let mut run = self.begin(shape);
+        match &mut batch.graph {
+            None => {
+                let (graph, ()) = Graph::capture(&stream, || {
+                    run.batch_inputs(&batch.queries, cap)?;
+                    run.batch_kernels(batch.params, scan_blocks)?;
+                    run.batch_outputs(&mut batch.out_d, &mut batch.out_i, cap)
+                })?;
+                graph.upload()?;
+                batch.graph = Some(Captured {
+                    graph,
+                    buffers: id,
+                    nq: shape.nq,
+                });
+            }
+            Some(c) if c.nq != shape.nq => {
+                // SAFETY: the same buffers (checked above), with the new batch's prefixes.
+                unsafe {
+                    c.graph
+                        .update(|| run.batch_kernels(batch.params, scan_blocks))?
+                };
+                c.nq = shape.nq;
+            }
+            Some(_) => {}
+        }
+        let captured = batch.graph.as_ref().expect("captured above");
+        // SAFETY: the graph's device addresses are of this index's current buffers (its
+        // `BuffersId` matched) and its host addresses of `batch`'s pinned buffers, which
+        // outlive the replay: `search_batch` waits for the stream before returning, and no
+        // other stream writes these buffers.
+        unsafe { captured.graph.replay() }
+    }
+}
+
+impl Search<'_> {
+    /// The first `rows` queries up from pinned memory; their outputs poisoned, the
+    /// readiness codes and the pull's counters cleared.
+    fn batch_inputs(&mut self, queries: &Pinned<f32>, rows: usize) -> Result<()> {
+        let (s, sh) = (self.s, self.shape);
+        let q = UM::prefix(&mut self.b.queries, rows * sh.dim, s)?;
+        copy_to_device(q.device_ptr(), &queries.slice()[..rows * sh.dim], s)?;
+        let words = rows * K;
+        fill32(
+            UM::prefix(&mut self.b.out_d, words, s)?.device_ptr(),
+            words,
+            POISON_DIST,
+            s,
+        )?;
+        fill32(
+            UM::prefix(&mut self.b.out_i, words, s)?.device_ptr(),
+            words,
+            POISON_ID,
+            s,
+        )?;
+        fill32(
+            UM::prefix(&mut self.b.readiness, sh.nlist, s)?.device_ptr(),
+            sh.nlist,
+            0,
+            s,
+        )?;
+        self.clear_pull_work()
+    }
+
+    /// Coarse, plan, scan (or pull-scan) and merge for the current shape.
+    fn batch_kernels(&mut self, params: SearchParams, scan_blocks: u32) -> Result<()> {
+        let pulling = params.policy == Policy::GpuPull;
+        self.coarse()?;
+        self.plan(RingQueue::disabled(), pulling)?;
+        let blocks = match params.max_blocks {
+            0 => scan_blocks,
+            n => n.min(scan_blocks),
+        };
+        let grid = LaunchConfig::new((blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
+        if pulling {
+            let copy_every = match params.pull_copy_every {
+                0 => PULL_COPY_EVERY_NTH_SM,
+                n => n,
+            };
+            // A pull batch never waits for the host: lists it did not copy it reads over
+            // the mapping at once.
+            self.launch_pull_scan(grid, copy_every, 0)?;
+        } else {
+            self.scan(grid, HINT_NONE, RingQueue::disabled())?;
+        }
+        self.merge()
+    }
+
+    /// The first `rows` queries' results down into pinned memory.
+    fn batch_outputs(
+        &mut self,
+        out_d: &mut Pinned<f32>,
+        out_i: &mut Pinned<u32>,
+        rows: usize,
+    ) -> Result<()> {
+        let (s, words) = (self.s, rows * K);
+        let d = U::prefix(&self.b.out_d, words, s)?;
+        copy_to_host(&mut out_d.slice_mut()[..words], d.device_ptr(), s)?;
+        let i = U::prefix(&self.b.out_i, words, s)?;
+        copy_to_host(&mut out_i.slice_mut()[..words], i.device_ptr(), s)
+    }
+}
+
+fn copy_to_device<T>(dst: sys::CUdeviceptr, src: &[T], s: &CudaStream) -> Result<()> {
+    // SAFETY: the caller's device buffer holds `src.len()` elements; `src` is pinned memory
+    // that outlives the copy (the batch search waits for its stream).
+    unsafe { result::memcpy_htod_async(dst, src, s.cu_stream()) }.during("cuMemcpyHtoDAsync")
+}
+
+fn copy_to_host<T>(dst: &mut [T], src: sys::CUdeviceptr, s: &CudaStream) -> Result<()> {
+    // SAFETY: as in `copy_to_device`, the other way.
+    unsafe { result::memcpy_dtoh_async(dst, src, s.cu_stream()) }.during("cuMemcpyDtoHAsync")
+}
