@@ -111,6 +111,9 @@ struct Row {
     launches_qps: f64,
     graph_qps: f64,
     same: bool,
+    /// Back to back only: the full `GpuIndex::search` (policy choice, per-step events,
+    /// statistics read back) on the same batches.
+    full: Option<Latencies>,
 }
 
 fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
@@ -142,8 +145,14 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
         }
         let mut batch = index.batch_search(max, params(args, policy))?;
         for (pool, &size) in pools.iter().zip(&args.sizes) {
-            let reference = references(&mut index, &mut batch, &mut mach, pool, params(args, policy))?;
-            let b2b = measure(
+            let reference = references(
+                &mut index,
+                &mut batch,
+                &mut mach,
+                pool,
+                params(args, policy),
+            )?;
+            let mut b2b = measure(
                 &mut index,
                 &mut batch,
                 pool,
@@ -151,6 +160,13 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
                 Arrival::BackToBack,
                 args,
             )?;
+            b2b.full = Some(full_search(
+                &mut index,
+                &mut mach,
+                pool,
+                params(args, policy),
+                args,
+            )?);
             let period = Duration::from_secs_f64(b2b.launches.quantile(0.5) * args.rate_factor);
             let fixed = measure(
                 &mut index,
@@ -263,7 +279,26 @@ fn measure(
         launches_qps,
         graph_qps,
         same,
+        full: None,
     })
+}
+
+/// Back-to-back latencies of the full search on the timed batches.
+fn full_search(
+    index: &mut GpuIndex,
+    mach: &mut Machinery,
+    pool: &[Vectors],
+    params: SearchParams,
+    args: &Args,
+) -> lookahead::Result<Latencies> {
+    let mut lat = Vec::with_capacity(args.batches);
+    for q in &pool[args.warmup..] {
+        let t = Instant::now();
+        index.search(q, params, mach)?;
+        lat.push(t.elapsed().as_secs_f64());
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok(Latencies(lat))
 }
 
 fn arrival_name(a: Arrival) -> String {
@@ -309,6 +344,7 @@ fn table(rows: &[Row]) -> Table {
         "launches queries/s",
         "graph queries/s",
         "same results",
+        "full search p50 us",
     ]);
     for r in rows {
         let (lp50, gp50) = (r.launches.quantile(0.5), r.graph.quantile(0.5));
@@ -326,6 +362,9 @@ fn table(rows: &[Row]) -> Table {
             format!("{:.0}", r.launches_qps),
             format!("{:.0}", r.graph_qps),
             (if r.same { "yes" } else { "NO" }).to_string(),
+            r.full
+                .as_ref()
+                .map_or_else(|| "-".into(), |f| format!("{:.1}", f.quantile(0.5) * 1e6)),
         ]);
     }
     t

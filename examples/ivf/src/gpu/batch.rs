@@ -25,6 +25,14 @@ use super::search::{Search, POISON_DIST, POISON_ID};
 use super::{BuffersId, GpuIndex, SearchParams};
 use crate::data::Vectors;
 
+/// Rows of a scan work item in resident small batches. The full search's items (the
+/// index's `chunk_rows`, 512) suit large batches; a batch of a few queries then has only
+/// a few dozen items, one warp each, and the scan's time is that of one warp's walk through
+/// 512 rows. Smaller items spread the same rows over more warps; the neighbours do not
+/// change (candidates are ordered by distance, then id). The pull keeps the index's
+/// chunking: its cache counts copied chunks of that size.
+const RESIDENT_BATCH_CHUNK_ROWS: u32 = 64;
+
 /// How a batch's work reaches the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submit {
@@ -81,6 +89,8 @@ struct Captured {
 /// results, and (after the first [`Submit::Graph`] batch) the captured graph.
 pub struct BatchSearch {
     params: SearchParams,
+    /// Rows of a scan work item.
+    chunk_rows: u32,
     capacity: usize,
     dim: usize,
     queries: Pinned<f32>,
@@ -123,7 +133,11 @@ impl GpuIndex {
             dim,
             data: vec![0.0; capacity * dim],
         };
-        let shape = self.shape(&full, params)?;
+        let chunk_rows = match params.policy {
+            Policy::GpuPull => self.chunk_rows,
+            _ => RESIDENT_BATCH_CHUNK_ROWS.min(self.chunk_rows),
+        };
+        let shape = self.shape_chunked(&full, params, chunk_rows)?;
         self.buffers(Capacity {
             queries: shape.nq,
             pairs: shape.pairs,
@@ -131,6 +145,7 @@ impl GpuIndex {
         })?;
         Ok(BatchSearch {
             params,
+            chunk_rows,
             capacity,
             dim,
             queries: Pinned::new(capacity * dim)?,
@@ -178,9 +193,10 @@ impl GpuIndex {
     }
 
     fn batch_by_launches(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let shape = self.shape(queries, batch.params)?;
+        let shape = self.shape_chunked(queries, batch.params, batch.chunk_rows)?;
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
+        run.chunk_rows = batch.chunk_rows;
         let rows = shape.nq;
         run.batch_inputs(&batch.queries, rows)?;
         run.batch_kernels(batch.params, scan_blocks)?;
@@ -188,7 +204,7 @@ impl GpuIndex {
     }
 
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let shape = self.shape(queries, batch.params)?;
+        let shape = self.shape_chunked(queries, batch.params, batch.chunk_rows)?;
         let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
         if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
             // The buffers were reallocated by a larger search: capture again.
@@ -196,6 +212,7 @@ impl GpuIndex {
         }
         let stream = self.stream.clone();
         let mut run = self.begin(shape);
+        run.chunk_rows = batch.chunk_rows;
         match &mut batch.graph {
             None => {
                 let (graph, ()) = Graph::capture(&stream, || {

@@ -51,7 +51,7 @@ pub(super) struct Search<'a> {
     pull: &'a mut PullCache,
     pub(super) b: &'a mut Buffers,
     pub(super) shape: Shape,
-    chunk_rows: u32,
+    pub(super) chunk_rows: u32,
 }
 
 /// Four events: before coarse, before the scan (after the policy's host work), after the
@@ -125,6 +125,16 @@ impl GpuIndex {
 
     /// The shape of a search of `queries` with `params`, checked against the index.
     pub(super) fn shape(&self, queries: &Vectors, params: SearchParams) -> Result<Shape> {
+        self.shape_chunked(queries, params, self.chunk_rows)
+    }
+
+    /// [`GpuIndex::shape`] for work items of `chunk_rows` rows.
+    pub(super) fn shape_chunked(
+        &self,
+        queries: &Vectors,
+        params: SearchParams,
+        chunk_rows: u32,
+    ) -> Result<Shape> {
         let dim = self.layout.dim;
         if queries.dim != dim {
             return Err(Error::InvalidRange {
@@ -141,7 +151,7 @@ impl GpuIndex {
             nq,
             nprobe,
             pairs,
-            items: ivf_kernels::max_items(pairs, self.max_list_len, self.chunk_rows),
+            items: ivf_kernels::max_items(pairs, self.max_list_len, chunk_rows),
             nlist,
             dim,
         })
