@@ -21,17 +21,22 @@ use lookahead::{DriverContext, Error, Result};
 use lookahead_uvm::{Policy, RingQueue};
 
 use super::buffers::{fill32, Capacity};
-use super::search::{Search, POISON_DIST, POISON_ID};
+use super::search::{Search, Shape, POISON_DIST, POISON_ID};
 use super::{BuffersId, GpuIndex, SearchParams};
 use crate::data::Vectors;
 
-/// Rows of a scan work item in resident small batches. The full search's items (the
-/// index's `chunk_rows`, 512) suit large batches; a batch of a few queries then has only
-/// a few dozen items, one warp each, and the scan's time is that of one warp's walk through
-/// 512 rows. Smaller items spread the same rows over more warps; the neighbours do not
-/// change (candidates are ordered by distance, then id). The pull keeps the index's
-/// chunking: its cache counts copied chunks of that size.
-const RESIDENT_BATCH_CHUNK_ROWS: u32 = 64;
+/// Rows of a scan work item in resident batches of at most [`FEW_PAIRS`] (query, list)
+/// pairs. The full search's items (the index's `chunk_rows`, 512) suit large batches; a
+/// batch of a few queries then has only a few dozen items, one warp each, and the scan takes
+/// as long as one warp's walk through 512 rows. Smaller items spread the same rows over more
+/// warps (1 query, nprobe 8, 1 GiB index on the H100: 414 -> 327 us a batch); for 64
+/// queries they only add candidates to merge (706 -> 771 us), hence the limit. The
+/// neighbours do not change (candidates are ordered by distance, then id). The pull keeps
+/// the index's chunking: its cache counts copied chunks of that size.
+const FEW_PAIRS_CHUNK_ROWS: u32 = 64;
+
+/// See [`FEW_PAIRS_CHUNK_ROWS`].
+const FEW_PAIRS: usize = 64;
 
 /// How a batch's work reaches the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,8 +94,8 @@ struct Captured {
 /// results, and (after the first [`Submit::Graph`] batch) the captured graph.
 pub struct BatchSearch {
     params: SearchParams,
-    /// Rows of a scan work item.
-    chunk_rows: u32,
+    /// Rows of a scan work item in batches of few pairs, and in the others.
+    chunk_rows: (u32, u32),
     capacity: usize,
     dim: usize,
     queries: Pinned<f32>,
@@ -134,14 +139,20 @@ impl GpuIndex {
             data: vec![0.0; capacity * dim],
         };
         let chunk_rows = match params.policy {
-            Policy::GpuPull => self.chunk_rows,
-            _ => RESIDENT_BATCH_CHUNK_ROWS.min(self.chunk_rows),
+            Policy::GpuPull => (self.chunk_rows, self.chunk_rows),
+            _ => (FEW_PAIRS_CHUNK_ROWS.min(self.chunk_rows), self.chunk_rows),
         };
-        let shape = self.shape_chunked(&full, params, chunk_rows)?;
+        // Room for the most items either chunking makes.
+        let few = Vectors {
+            dim,
+            data: vec![0.0; (FEW_PAIRS / params.nprobe.max(1)).clamp(1, capacity) * dim],
+        };
+        let small = self.shape_chunked(&few, params, chunk_rows.0)?;
+        let shape = self.shape_chunked(&full, params, chunk_rows.1)?;
         self.buffers(Capacity {
             queries: shape.nq,
             pairs: shape.pairs,
-            items: shape.items,
+            items: shape.items.max(small.items),
         })?;
         Ok(BatchSearch {
             params,
@@ -192,11 +203,22 @@ impl GpuIndex {
         Ok((dist, ids))
     }
 
+    /// The shape of a batch of `queries`, and the rows of its work items.
+    fn batch_shape(&self, batch: &BatchSearch, queries: &Vectors) -> Result<(Shape, u32)> {
+        let few = self.shape(queries, batch.params)?.pairs <= FEW_PAIRS;
+        let rows = if few {
+            batch.chunk_rows.0
+        } else {
+            batch.chunk_rows.1
+        };
+        Ok((self.shape_chunked(queries, batch.params, rows)?, rows))
+    }
+
     fn batch_by_launches(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let shape = self.shape_chunked(queries, batch.params, batch.chunk_rows)?;
+        let (shape, rows) = self.batch_shape(batch, queries)?;
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
-        run.chunk_rows = batch.chunk_rows;
+        run.chunk_rows = rows;
         let rows = shape.nq;
         run.batch_inputs(&batch.queries, rows)?;
         run.batch_kernels(batch.params, scan_blocks)?;
@@ -204,7 +226,7 @@ impl GpuIndex {
     }
 
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let shape = self.shape_chunked(queries, batch.params, batch.chunk_rows)?;
+        let (shape, rows) = self.batch_shape(batch, queries)?;
         let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
         if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
             // The buffers were reallocated by a larger search: capture again.
@@ -212,7 +234,7 @@ impl GpuIndex {
         }
         let stream = self.stream.clone();
         let mut run = self.begin(shape);
-        run.chunk_rows = batch.chunk_rows;
+        run.chunk_rows = rows;
         match &mut batch.graph {
             None => {
                 let (graph, ()) = Graph::capture(&stream, || {
