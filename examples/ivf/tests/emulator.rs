@@ -303,3 +303,88 @@ fn pulled_lists_give_the_same_answer() {
         }
     }
 }
+
+/// The coarse step split into slices (the grid's `y`) and merged by `coarse_merge` gives the
+/// one-slice probes, for several slice counts, nprobe values and query counts; and the
+/// probes are the CPU reference's nearest centroids.
+#[test]
+fn sliced_coarse_steps_give_the_same_probes() {
+    use ivf_kernels::{coarse, coarse_config, coarse_merge, coarse_sliced_config, CoarseShape};
+    use lookahead::launch::LaunchConfig;
+    let seed = fresh_seed();
+    println!("seed {seed}");
+    // 700 centroids: slices of 256 (a block's threads) apart, so up to 3 slices hold some.
+    let (dim, nlist) = (12usize, 700usize);
+    let spec = Clusters {
+        dim,
+        clusters: 50,
+        spread: 4.0,
+        sigma: 1.0,
+        seed,
+    };
+    let centroids = spec.points(nlist, 0, None).data;
+    let all_queries = spec.points(40, 1, None);
+    let centroids_t = lookahead_ivf::index::transpose(&centroids, dim);
+    let emu = Emulator::new();
+    for nq in [1usize, 5, 40] {
+        let queries = &all_queries.data[..nq * dim];
+        for nprobe in [1usize, 3, 8] {
+            let shape = CoarseShape {
+                dim: dim as u32,
+                nlist: nlist as u32,
+                nprobe: nprobe as u32,
+            };
+            let mut one = vec![u32::MAX; nq * nprobe];
+            coarse::launch(
+                &emu,
+                coarse_config(nq),
+                queries,
+                &centroids_t,
+                shape.dim,
+                shape.nlist,
+                shape.nprobe,
+                &mut one,
+            )
+            .unwrap();
+            for q in 0..nq {
+                let want = cpu::nearest(&centroids, dim, all_queries.row(q), nprobe);
+                assert_eq!(
+                    &one[q * nprobe..(q + 1) * nprobe],
+                    &want[..],
+                    "query {q}, nprobe {nprobe}"
+                );
+            }
+            for slices in [2usize, 3, 7] {
+                let mut partial = vec![u32::MAX; nq * nprobe * slices];
+                let cfg = coarse_sliced_config(nq, slices);
+                coarse::launch(
+                    &emu,
+                    cfg,
+                    queries,
+                    &centroids_t,
+                    shape.dim,
+                    shape.nlist,
+                    shape.nprobe,
+                    &mut partial,
+                )
+                .unwrap();
+                let mut probes = vec![u32::MAX; nq * nprobe];
+                let merge_cfg = LaunchConfig::for_len(nq * 32, ivf_kernels::COARSE_THREADS);
+                coarse_merge::launch(
+                    &emu,
+                    merge_cfg,
+                    queries,
+                    &centroids_t,
+                    shape,
+                    &partial,
+                    &mut probes,
+                )
+                .unwrap();
+                assert_eq!(
+                    probes, one,
+                    "{nq} queries, nprobe {nprobe}, {slices} slices"
+                );
+            }
+        }
+    }
+}

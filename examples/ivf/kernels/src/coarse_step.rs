@@ -2,7 +2,7 @@
 
 use lookahead_device::prelude::*;
 
-use crate::{COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE};
+use crate::{CoarseShape, COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE};
 
 /// Inserts `(dist, id)` into the sorted list `(ds, is)` of `n` entries (ties by id).
 #[inline(always)]
@@ -37,7 +37,11 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
     (bd, bi)
 }
 
-/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q` (ties by index).
+/// `out[(q * slices + s) * nprobe + j]` = the `j`-th nearest to query `q` (ties by index) of
+/// slice `s`'s centroids, where the grid's `y` dimension is `slices` and slice `s` holds the
+/// centroids `c` with `c / COARSE_THREADS % slices == s`. With one slice, `out` is the
+/// probes (`out[q * nprobe + j]`); with more, [`coarse_merge`] merges the slices' lists, so a
+/// few queries spread over `slices` times as many SMs.
 ///
 /// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
 /// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK) queries. The block's queries
@@ -54,8 +58,9 @@ pub fn coarse(
     dim: u32,
     nlist: u32,
     nprobe: u32,
-    probes: &mut [u32],
+    out: &mut [u32],
 ) {
+    let (slices, slice) = (grid_dim_y() as usize, block_idx_y() as usize);
     let dim = dim as usize;
     let nlist = nlist as usize;
     let nprobe = (nprobe as usize).min(MAX_NPROBE).min(nlist);
@@ -86,7 +91,7 @@ pub fn coarse(
     let mut ds = [[f32::INFINITY; MAX_NPROBE]; QW];
     let mut is = [[u32::MAX; MAX_NPROBE]; QW];
     if active {
-        let mut c = warp * 32 + lane;
+        let mut c = (slice * COARSE_WARPS + warp) * 32 + lane;
         while c < nlist {
             let mut acc = [0.0f32; QW];
             for d in 0..dim {
@@ -107,7 +112,7 @@ pub fn coarse(
                     insert(dj, ij, nprobe, acc[j], c as u32);
                 }
             }
-            c += COARSE_WARPS * 32;
+            c += COARSE_WARPS * 32 * slices;
         }
     }
     // Each warp's best `nprobe` per query, by shuffles, into shared memory.
@@ -145,8 +150,66 @@ pub fn coarse(
                 head += 1;
             }
             if lane == 0 {
-                probes[(q0 + j) * nprobe + r] = bi;
+                out[((q0 + j) * slices + slice) * nprobe + r] = bi;
             }
+        }
+    }
+}
+
+/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q` (ties by index), from
+/// the per-slice lists [`coarse`] wrote into `partial` (`slices` lists of `nprobe` per
+/// query, `slices = partial.len() / (queries * nprobe)`): a warp per query computes the
+/// distance of each listed centroid again (summed in dimension order, as in [`coarse`] and
+/// the CPU reference, so the same values) and keeps the `nprobe` nearest.
+///
+/// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, a warp per query.
+#[kernel]
+pub fn coarse_merge(
+    queries: &[f32],
+    centroids_t: &[f32],
+    shape: CoarseShape,
+    partial: &[u32],
+    probes: &mut [u32],
+) {
+    let (dim, nlist) = (shape.dim as usize, shape.nlist as usize);
+    let nprobe = (shape.nprobe as usize).min(MAX_NPROBE).min(nlist);
+    let nq = if dim == 0 { 0 } else { queries.len() / dim };
+    let q = global_index_x() / 32;
+    let lane = lane_id() as usize;
+    if q >= nq || nprobe == 0 || dim > MAX_DIM || centroids_t.len() < dim * nlist {
+        return;
+    }
+    let per_query = partial.len() / (nq * nprobe) * nprobe;
+    let query = &queries[q * dim..(q + 1) * dim];
+    let mut ds = [f32::INFINITY; MAX_NPROBE];
+    let mut is = [u32::MAX; MAX_NPROBE];
+    let mut k = lane;
+    while k < per_query {
+        let c = partial[q * per_query + k];
+        if (c as usize) < nlist {
+            let mut acc = 0.0f32;
+            for d in 0..dim {
+                // SAFETY: d < dim and c < nlist; centroids_t holds dim * nlist floats.
+                let t = query[d] - unsafe { *centroids_t.get_unchecked(d * nlist + c as usize) };
+                acc += t * t;
+            }
+            insert(&mut ds, &mut is, nprobe, acc, c);
+        }
+        k += 32;
+    }
+    // The same centroid can be listed once only (slices hold distinct centroids).
+    let mut head = 0usize;
+    for r in 0..nprobe {
+        let (_, bi) = warp_min(if head < nprobe {
+            (ds[head], is[head])
+        } else {
+            (f32::INFINITY, u32::MAX)
+        });
+        if head < nprobe && is[head] == bi {
+            head += 1;
+        }
+        if lane == 0 {
+            probes[q * nprobe + r] = bi;
         }
     }
 }

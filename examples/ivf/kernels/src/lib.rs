@@ -32,7 +32,7 @@ mod plan_step;
 mod scan_step;
 mod topk;
 
-pub use coarse_step::coarse;
+pub use coarse_step::{coarse, coarse_merge};
 pub use merge_step::merge;
 pub use params::*;
 pub use plan_step::plan;
@@ -53,6 +53,10 @@ pub const COARSE_QUERIES_PER_BLOCK: usize = 4;
 pub const COARSE_THREADS: u32 = 256;
 /// Warps per block of [`coarse`].
 pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
+/// Most slices [`coarse`] splits the centroids into.
+pub const MAX_COARSE_SLICES: usize = 32;
+/// Most candidates [`coarse_merge`] rescores per query (slices times nprobe).
+pub const MAX_COARSE_CANDIDATES: usize = 256;
 /// Threads of the one block of [`plan`].
 pub const PLAN_THREADS: u32 = 1024;
 /// Threads per block of [`scan`] (and of [`merge`]).
@@ -87,12 +91,33 @@ pub fn max_items(pairs: usize, max_list_len: usize, chunk_rows: u32) -> usize {
     pairs * max_list_len.div_ceil(chunk_rows.max(1) as usize).max(1)
 }
 
-/// The launch shape of [`coarse`] for `queries` queries: a block of [`COARSE_THREADS`]
-/// per [`COARSE_QUERIES_PER_BLOCK`] queries. (Host only.)
+/// The launch shape of [`coarse`] for `queries` queries in one slice: a block of
+/// [`COARSE_THREADS`] per [`COARSE_QUERIES_PER_BLOCK`] queries. (Host only.)
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn coarse_config(queries: usize) -> lookahead::launch::LaunchConfig {
+    coarse_sliced_config(queries, 1)
+}
+
+/// [`coarse_config`] with the centroids split into `slices` (the grid's `y`). (Host only.)
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn coarse_sliced_config(queries: usize, slices: usize) -> lookahead::launch::LaunchConfig {
     let blocks = queries
         .div_ceil(COARSE_QUERIES_PER_BLOCK)
         .clamp(1, u32::MAX as usize);
-    lookahead::launch::LaunchConfig::new((blocks as u32, 1, 1), (COARSE_THREADS, 1, 1))
+    let slices = slices.clamp(1, MAX_COARSE_SLICES) as u32;
+    lookahead::launch::LaunchConfig::new((blocks as u32, slices, 1), (COARSE_THREADS, 1, 1))
+}
+
+/// How many slices [`coarse`] splits the centroids into for `queries` queries over `nlist`
+/// centroids on `sms` SMs: enough for about a block per SM, at least a warp's worth of
+/// centroids per slice's block, and at most [`MAX_COARSE_SLICES`] lists to merge.
+pub fn coarse_slices(queries: usize, nlist: usize, nprobe: usize, sms: usize) -> usize {
+    let blocks = queries.div_ceil(COARSE_QUERIES_PER_BLOCK).max(1);
+    let by_sms = sms.div_ceil(blocks);
+    let by_centroids = nlist.div_ceil(COARSE_THREADS as usize);
+    let by_merge = (MAX_COARSE_CANDIDATES / nprobe.max(1)).max(1);
+    by_sms
+        .min(by_centroids)
+        .min(by_merge)
+        .clamp(1, MAX_COARSE_SLICES)
 }

@@ -122,3 +122,15 @@ pub struct Candidates {
     /// `items * K` ids.
     pub ids: DeviceSliceMut<u32>,
 }
+
+/// The coarse step's sizes: floats per vector, centroids, and probes per query.
+#[derive(Clone, Copy, Debug, DeviceCopy)]
+#[repr(C)]
+pub struct CoarseShape {
+    /// Floats per vector.
+    pub dim: u32,
+    /// Centroids (lists).
+    pub nlist: u32,
+    /// Probes per query.
+    pub nprobe: u32,
+}

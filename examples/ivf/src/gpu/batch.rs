@@ -149,11 +149,17 @@ impl GpuIndex {
         };
         let small = self.shape_chunked(&few, params, chunk_rows.0)?;
         let shape = self.shape_chunked(&full, params, chunk_rows.1)?;
-        self.buffers(Capacity {
-            queries: shape.nq,
-            pairs: shape.pairs,
-            items: shape.items.max(small.items),
-        })?;
+        // Room for the most items either chunking makes, and for the coarse slices of every
+        // batch size.
+        let mut need = Capacity::of(&shape);
+        need.items = need.items.max(small.items);
+        let sms = self.gpu.capabilities()?.sm_count as usize;
+        let (nlist, nprobe) = (shape.nlist, shape.nprobe);
+        need.coarse = (1..=capacity)
+            .map(|nq| nq * nprobe * ivf_kernels::coarse_slices(nq, nlist, nprobe, sms))
+            .max()
+            .unwrap_or(0);
+        self.buffers(need)?;
         Ok(BatchSearch {
             params,
             chunk_rows,
@@ -251,10 +257,15 @@ impl GpuIndex {
             }
             Some(c) if c.nq != shape.nq => {
                 // SAFETY: the same buffers (checked above), with the new batch's prefixes.
-                unsafe {
+                let updated = unsafe {
                     c.graph
-                        .update(|| run.batch_kernels(batch.params, scan_blocks))?
+                        .update(|| run.batch_kernels(batch.params, scan_blocks))
                 };
+                if updated.is_err() {
+                    // Another kernel sequence (the coarse step sliced or not): capture again.
+                    batch.graph = None;
+                    return self.batch_by_graph(batch, queries);
+                }
                 c.nq = shape.nq;
             }
             Some(_) => {}

@@ -12,6 +12,8 @@ pub(super) struct Capacity {
     pub(super) queries: usize,
     pub(super) pairs: usize,
     pub(super) items: usize,
+    /// Probe lists of the coarse step's slices (pairs times slices).
+    pub(super) coarse: usize,
 }
 
 /// The device buffers of a search, kept between searches and grown when a search needs
@@ -20,6 +22,7 @@ pub(super) struct Buffers {
     pub(super) cap: Capacity,
     pub(super) queries: CudaSlice<f32>,
     pub(super) probes: CudaSlice<u32>,
+    pub(super) coarse_partial: CudaSlice<u32>,
     pub(super) counts: CudaSlice<u32>,
     pub(super) slots: CudaSlice<u32>,
     pub(super) probed: CudaSlice<u32>,
@@ -57,6 +60,7 @@ impl Buffers {
             cap,
             queries: scratch(s, cap.queries * dim)?,
             probes: scratch(s, cap.pairs)?,
+            coarse_partial: scratch(s, cap.coarse)?,
             counts: scratch(s, nlist)?,
             slots: scratch(s, cap.pairs)?,
             probed: scratch(s, nlist)?,
@@ -86,9 +90,22 @@ pub(super) fn fill32(ptr: u64, words: usize, value: u32, s: &CudaStream) -> Resu
 }
 
 impl Capacity {
+    /// What a search of `shape` needs.
+    pub(super) fn of(shape: &super::search::Shape) -> Capacity {
+        Capacity {
+            queries: shape.nq,
+            pairs: shape.pairs,
+            items: shape.items,
+            coarse: shape.pairs * shape.slices,
+        }
+    }
+
     /// Whether buffers of this capacity hold `need`.
     pub(super) fn holds(&self, need: &Capacity) -> bool {
-        self.queries >= need.queries && self.pairs >= need.pairs && self.items >= need.items
+        self.queries >= need.queries
+            && self.pairs >= need.pairs
+            && self.items >= need.items
+            && self.coarse >= need.coarse
     }
 
     /// `need`, grown to half again the old capacity where that is larger, so a few
@@ -99,6 +116,7 @@ impl Capacity {
             queries: grow(need.queries, old.map(|c| c.queries)),
             pairs: grow(need.pairs, old.map(|c| c.pairs)),
             items: grow(need.items, old.map(|c| c.items)),
+            coarse: grow(need.coarse, old.map(|c| c.coarse)),
         }
     }
 }

@@ -38,6 +38,8 @@ pub(super) struct Shape {
     pub(super) items: usize,
     pub(super) nlist: usize,
     pub(super) dim: usize,
+    /// Slices of the coarse step ([`ivf_kernels::coarse_slices`]).
+    pub(super) slices: usize,
 }
 
 /// What one search works on: the index's parts, borrowed each on its own, and the shape.
@@ -90,11 +92,7 @@ impl GpuIndex {
         mach: &mut Machinery,
     ) -> Result<SearchOutcome> {
         let shape = self.shape(queries, params)?;
-        self.buffers(Capacity {
-            queries: shape.nq,
-            pairs: shape.pairs,
-            items: shape.items,
-        })?;
+        self.buffers(Capacity::of(&shape))?;
         self.stream.synchronize().during("cuStreamSynchronize")?;
         let started = Instant::now();
         let chosen = match params.policy {
@@ -147,7 +145,9 @@ impl GpuIndex {
         let (nq, nlist) = (queries.len(), self.layout.nlist());
         let nprobe = params.nprobe.clamp(1, ivf_kernels::MAX_NPROBE.min(nlist));
         let pairs = nq * nprobe;
+        let sms = self.gpu.capabilities()?.sm_count as usize;
         Ok(Shape {
+            slices: ivf_kernels::coarse_slices(nq, nlist, nprobe, sms),
             nq,
             nprobe,
             pairs,
@@ -255,16 +255,48 @@ impl Search<'_> {
         fill32(readiness.device_ptr(), sh.nlist, 0, s)
     }
 
+    /// The probes: one coarse launch, or a sliced one and the merge of its slices.
     pub(super) fn coarse(&mut self) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
+        let queries = U::prefix(&self.b.queries, sh.nq * sh.dim, s)?;
+        let centroids = U::new(self.centroids_t, s);
+        let (dim, nlist, nprobe) = (sh.dim as u32, sh.nlist as u32, sh.nprobe as u32);
+        if sh.slices == 1 {
+            let mut probes = UM::prefix(&mut self.b.probes, sh.pairs, s)?;
+            let cfg = coarse_config(sh.nq);
+            return ivf_kernels::coarse::launch(
+                s,
+                cfg,
+                &queries,
+                &centroids,
+                dim,
+                nlist,
+                nprobe,
+                &mut probes,
+            );
+        }
+        let partial_len = sh.pairs * sh.slices;
+        let cfg = ivf_kernels::coarse_sliced_config(sh.nq, sh.slices);
+        let mut partial = UM::prefix(&mut self.b.coarse_partial, partial_len, s)?;
         ivf_kernels::coarse::launch(
             s,
-            coarse_config(sh.nq),
-            &U::prefix(&self.b.queries, sh.nq * sh.dim, s)?,
-            &U::new(self.centroids_t, s),
-            sh.dim as u32,
-            sh.nlist as u32,
-            sh.nprobe as u32,
+            cfg,
+            &queries,
+            &centroids,
+            dim,
+            nlist,
+            nprobe,
+            &mut partial,
+        )?;
+        let shape = ivf_kernels::CoarseShape { dim, nlist, nprobe };
+        let merge_cfg = LaunchConfig::for_len(sh.nq * 32, ivf_kernels::COARSE_THREADS);
+        ivf_kernels::coarse_merge::launch(
+            s,
+            merge_cfg,
+            &queries,
+            &centroids,
+            shape,
+            &U::prefix(&self.b.coarse_partial, partial_len, s)?,
             &mut UM::prefix(&mut self.b.probes, sh.pairs, s)?,
         )
     }
