@@ -326,3 +326,75 @@ fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
         .batch_search(4, params(Policy::GpuRequests))
         .is_err());
 }
+
+/// The coarse step in slices and `coarse_merge` on the GPU give the CPU reference's nearest
+/// centroids (1000 centroids, so up to 4 slices hold some), for 1, 5 and 64 queries.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
+    use ivf_kernels::{coarse, coarse_merge, coarse_sliced_config, CoarseShape};
+    use lookahead::launch::LaunchConfig;
+    use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
+    let gpu = gpu();
+    let s = gpu.context().new_stream().unwrap();
+    let seed = fresh_seed();
+    println!("seed {seed}");
+    let (dim, nlist, nprobe) = (64usize, 1000usize, 8usize);
+    let spec = Clusters {
+        dim,
+        clusters: 40,
+        spread: 4.0,
+        sigma: 1.0,
+        seed,
+    };
+    let centroids = spec.points(nlist, 0, None).data;
+    let all = spec.points(64, 1, None);
+    let ct = s
+        .clone_htod(&lookahead_ivf::index::transpose(&centroids, dim))
+        .unwrap();
+    let shape = CoarseShape {
+        dim: dim as u32,
+        nlist: nlist as u32,
+        nprobe: nprobe as u32,
+    };
+    for nq in [1usize, 5, 64] {
+        let q = s.clone_htod(&all.data[..nq * dim]).unwrap();
+        for slices in [2usize, 4, 9] {
+            let mut partial = s.alloc_zeros::<u32>(nq * nprobe * slices).unwrap();
+            let mut probes = s.clone_htod(&vec![u32::MAX; nq * nprobe]).unwrap();
+            let (uq, uc) = (U::new(&q, &s), U::new(&ct, &s));
+            coarse::launch(
+                &s,
+                coarse_sliced_config(nq, slices),
+                &uq,
+                &uc,
+                shape.dim,
+                shape.nlist,
+                shape.nprobe,
+                &mut UM::new(&mut partial, &s),
+            )
+            .unwrap();
+            let merge_cfg = LaunchConfig::for_len(nq * 32, ivf_kernels::COARSE_THREADS);
+            coarse_merge::launch(
+                &s,
+                merge_cfg,
+                &uq,
+                &uc,
+                shape,
+                &U::new(&partial, &s),
+                &mut UM::new(&mut probes, &s),
+            )
+            .unwrap();
+            s.synchronize().unwrap();
+            let got = s.clone_dtoh(&probes).unwrap();
+            for i in 0..nq {
+                let want = cpu::nearest(&centroids, dim, all.row(i), nprobe);
+                assert_eq!(
+                    &got[i * nprobe..(i + 1) * nprobe],
+                    &want[..],
+                    "{nq} queries, {slices} slices, query {i}"
+                );
+            }
+        }
+    }
+}
