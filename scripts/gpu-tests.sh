@@ -30,6 +30,10 @@ for line in sys.stdin:
         shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
         print("test binary:", name)
 ' "$DEST/tests"
+    # Only binaries with GPU tests go to the GPU machine (the copy it gets is size-limited).
+    for t in "$DEST"/tests/*; do
+        grep -q "needs a CUDA GPU" "$t" || rm "$t"
+    done
     cargo build --workspace --release --bins --quiet
     for b in target/release/*; do
         if [ -f "$b" ] && [ -x "$b" ] && [[ "$(basename "$b")" != *.* ]]; then cp "$b" "$DEST/bin/"; fi
