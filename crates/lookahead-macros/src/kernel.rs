@@ -722,7 +722,7 @@ impl Kernel {
         let (on, cfg, requested) = (mixed("on"), mixed("cfg"), mixed("requested"));
         let ptx = self.ptx();
         let body = self.launch_body(
-            quote!(#au::plan(#on, #ptx, NAME, #requested)),
+            quote!(#au::plan(#on, #ptx, NAME, #requested, &#cfg)),
             self.run_body(),
         );
         let (name_str, hinted_str) = (self.export(), self.hinted_export());

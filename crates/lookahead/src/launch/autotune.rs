@@ -13,17 +13,24 @@
 //! real launch of the caller's arguments: nothing is ever re-run, so kernels with atomics
 //! stay correct.
 //!
+//! Decisions are kept per launch shape (threads per block, blocks rounded up to a power of
+//! two) and persisted in a cache file ([`super::decisions`]): a later process launching the
+//! same kernel from the same PTX, in the same shape, on the same device and driver, makes no
+//! tuning launches. `LOOKAHEAD_AUTOTUNE` turns tuning off or forces an entry, and
+//! `LOOKAHEAD_AUTOTUNE_PRINT=1` prints each decision.
+//!
 //! The decision logic is [`Selector`], which can be fed timings by hand (tests, or a
 //! benchmark timing a CUDA C++ twin); [`AutoTuner`] keeps one per (device, kernel) for the
 //! whole process. On the CPU emulator nothing is measured: a plain `launch` runs the hinted
 //! body, so the prefetch trace shows its prefetches.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::CudaEvent;
 
-use crate::launch::LaunchOn;
+use super::decisions::{self, Decision, DecisionStore, Mode, Origin};
+use crate::launch::{LaunchConfig, LaunchOn};
 
 /// Which of a `level = auto` kernel's two entries a launch runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -124,6 +131,14 @@ impl Selector {
         }
     }
 
+    /// A selector whose choice is already `variant` (from the decision cache).
+    pub fn decided(config: AutoConfig, variant: Variant) -> Self {
+        Selector {
+            choice: Some(variant),
+            ..Selector::new(config)
+        }
+    }
+
     /// The entry the next launch should run: the choice once made; before that the entry
     /// launched fewer times so far (the plain one first), so the two alternate.
     pub fn next(&self) -> Variant {
@@ -205,6 +220,66 @@ pub struct TuneKey {
     pub source: usize,
     /// The kernel's name (its plain entry).
     pub kernel: &'static str,
+    /// Threads per block and blocks rounded up to a power of two.
+    pub shape: (u32, u32),
+    /// A hash of the PTX table's text (FNV-1a), so a rebuilt kernel tunes again.
+    pub ptx_hash: u64,
+}
+
+impl TuneKey {
+    /// The key of the decision cache: device UUID and driver, PTX hash, kernel, shape.
+    pub fn persistent(&self) -> String {
+        format!(
+            "{}|ptx-{:016x}|{}|{}x{}",
+            device_identity(self.device),
+            self.ptx_hash,
+            self.kernel,
+            self.shape.0,
+            self.shape.1
+        )
+    }
+}
+
+/// `GPU-<uuid>|driver-<version>` of device `ordinal` (read once per device).
+fn device_identity(ordinal: usize) -> String {
+    static IDS: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
+    let mut ids = lock(&IDS);
+    if let Some((_, id)) = ids.iter().find(|(o, _)| *o == ordinal) {
+        return id.clone();
+    }
+    if !crate::gpu::driver_present() {
+        return format!("ordinal{ordinal}|no-driver");
+    }
+    let uuid = cudarc::driver::result::device::get(ordinal as i32)
+        .and_then(cudarc::driver::result::device::get_uuid)
+        .map(|u| {
+            u.bytes
+                .iter()
+                .map(|b| format!("{:02x}", *b as u8))
+                .collect::<String>()
+        })
+        .unwrap_or_else(|_| format!("ordinal{ordinal}"));
+    let mut version = 0;
+    // SAFETY: an out-pointer to a local.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+    let id = format!("GPU-{uuid}|driver-{version}");
+    ids.push((ordinal, id.clone()));
+    id
+}
+
+/// [`decisions::fnv64`] of every module of a PTX table (cached per table).
+fn ptx_hash(ptx: &'static [(u32, &'static str)]) -> u64 {
+    static HASHES: Mutex<Vec<(usize, u64)>> = Mutex::new(Vec::new());
+    let at = ptx.as_ptr() as usize;
+    let mut hashes = lock(&HASHES);
+    if let Some((_, h)) = hashes.iter().find(|(a, _)| *a == at) {
+        return *h;
+    }
+    let h = ptx.iter().fold(0u64, |acc, (cc, text)| {
+        acc.rotate_left(7) ^ decisions::fnv64(text.as_bytes()) ^ *cc as u64
+    });
+    hashes.push((at, h));
+    h
 }
 
 /// What one launch of a `level = auto` kernel does.
@@ -237,9 +312,21 @@ struct Pending {
 struct Tuning {
     selector: Selector,
     pending: Vec<Pending>,
+    /// Where the choice came from, once there is one.
+    origin: Option<Origin>,
+    /// The medians a cached decision was measured with (plain, hinted).
+    cached_medians: [Option<f32>; 2],
 }
 
 impl Tuning {
+    /// The medians measured here, or those a cached decision was made with.
+    fn medians(&self) -> [Option<f32>; 2] {
+        match self.origin {
+            Some(Origin::Cached) => self.cached_medians,
+            _ => self.selector.medians(),
+        }
+    }
+
     /// Reads every pending pair of events that has completed, in any order, without waiting.
     fn poll(&mut self) {
         if self.selector.choice().is_some() {
@@ -288,12 +375,16 @@ pub struct TuneStatus {
     pub key: TuneKey,
     /// The entry chosen, once decided.
     pub choice: Option<Variant>,
-    /// Median milliseconds of each entry so far (plain, hinted).
+    /// Median milliseconds of each entry so far (plain, hinted); for a cached decision,
+    /// those it was made with.
     pub medians: [Option<f32>; 2],
     /// Timings read so far (plain, hinted).
     pub samples: [usize; 2],
-    /// Launches made so far while tuning (plain, hinted).
+    /// Launches made so far while tuning (plain, hinted): none for a cached or forced
+    /// decision.
     pub launches: [usize; 2],
+    /// Where the choice came from (`None` while measuring).
+    pub origin: Option<Origin>,
 }
 
 /// The process's tunings, one [`Selector`] per (device, kernel), shared by every launch of
@@ -301,6 +392,11 @@ pub struct TuneStatus {
 pub struct AutoTuner {
     config: Mutex<AutoConfig>,
     tunings: Mutex<HashMap<TuneKey, Tuning>>,
+    store: DecisionStore,
+    mode: Mode,
+    /// Kernels [`AutoTuner::forget`] sent back to measuring: their cached decisions are not
+    /// used in this process (a new measurement replaces them).
+    retune: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for AutoTuner {
@@ -322,16 +418,93 @@ impl AutoTuner {
     /// An empty tuner with the default [`AutoConfig`] (the launchers use
     /// [`AutoTuner::global`]; a separate one is for tests).
     pub fn new() -> Self {
+        Self::with_store(DecisionStore::open(None), Mode::Tune)
+    }
+
+    /// A tuner that keeps its decisions in `store` and obeys `mode`.
+    pub fn with_store(store: DecisionStore, mode: Mode) -> Self {
         AutoTuner {
             config: Mutex::new(AutoConfig::default()),
             tunings: Mutex::new(HashMap::new()),
+            store,
+            mode,
+            retune: Mutex::new(HashSet::new()),
         }
     }
 
-    /// The tuner every `#[kernel]` launcher uses.
+    /// The tuner every `#[kernel]` launcher uses: decisions in the cache file of
+    /// [`decisions::default_path`], mode from `LOOKAHEAD_AUTOTUNE`.
     pub fn global() -> &'static AutoTuner {
         static GLOBAL: OnceLock<AutoTuner> = OnceLock::new();
-        GLOBAL.get_or_init(AutoTuner::new)
+        GLOBAL.get_or_init(|| {
+            AutoTuner::with_store(
+                DecisionStore::open(decisions::default_path()),
+                Mode::from_env(),
+            )
+        })
+    }
+
+    /// The decisions this tuner keeps (and their file).
+    pub fn decisions(&self) -> &DecisionStore {
+        &self.store
+    }
+
+    /// A new tuning for `key`: forced by the mode, taken from the decision cache, or to be
+    /// measured.
+    fn start(&self, key: TuneKey) -> Tuning {
+        let config = self.config();
+        let (selector, origin, cached_medians) = match self.mode {
+            Mode::Force(v) => (
+                Selector::decided(config, v),
+                Some(Origin::Forced),
+                [None; 2],
+            ),
+            Mode::Tune => match self.cached(&key) {
+                Some(d) => (
+                    Selector::decided(config, d.variant),
+                    Some(Origin::Cached),
+                    d.medians_ms.map(|m| Some(m).filter(|m| m.is_finite())),
+                ),
+                None => (Selector::new(config), None, [None; 2]),
+            },
+        };
+        let t = Tuning {
+            selector,
+            pending: Vec::new(),
+            origin,
+            cached_medians,
+        };
+        if origin.is_some() {
+            announce(key, &t);
+        }
+        t
+    }
+
+    fn cached(&self, key: &TuneKey) -> Option<Decision> {
+        if lock(&self.retune).contains(key.kernel) {
+            return None;
+        }
+        self.store.get(&key.persistent())
+    }
+
+    /// After a poll: a choice just measured is kept in the store and announced.
+    fn settle(&self, key: TuneKey, t: &mut Tuning) {
+        if t.origin.is_some() {
+            return;
+        }
+        if let Some(variant) = t.selector.choice() {
+            t.origin = Some(Origin::Measured);
+            let [plain, hinted] = t.selector.medians();
+            let medians_ms = [plain.unwrap_or(f32::NAN), hinted.unwrap_or(f32::NAN)];
+            self.store.put(
+                &key.persistent(),
+                Decision {
+                    variant,
+                    medians_ms,
+                },
+            );
+            announce(key, t);
+        }
     }
 
     /// Sets how kernels not yet tuned will decide (tunings already under way keep theirs).
@@ -347,13 +520,10 @@ impl AutoTuner {
     /// Which entry the next launch of `key` runs, and whether to time it. Reads the timings
     /// of earlier launches that have completed first.
     pub fn plan(&self, key: TuneKey) -> Plan {
-        let config = self.config();
         let mut tunings = lock(&self.tunings);
-        let t = tunings.entry(key).or_insert_with(|| Tuning {
-            selector: Selector::new(config),
-            pending: Vec::new(),
-        });
+        let t = tunings.entry(key).or_insert_with(|| self.start(key));
         t.poll();
+        self.settle(key, t);
         match t.selector.choice() {
             Some(v) => Plan::fixed(v),
             None => Plan {
@@ -366,12 +536,8 @@ impl AutoTuner {
     /// Counts a launch made from a plan with [`Plan::measure`], with the events recorded
     /// around it (`None`: launched untimed, still counted so the entries alternate).
     pub fn launched(&self, key: TuneKey, variant: Variant, events: Option<(CudaEvent, CudaEvent)>) {
-        let config = self.config();
         let mut tunings = lock(&self.tunings);
-        let t = tunings.entry(key).or_insert_with(|| Tuning {
-            selector: Selector::new(config),
-            pending: Vec::new(),
-        });
+        let t = tunings.entry(key).or_insert_with(|| self.start(key));
         t.selector.launched(variant);
         if let (Some((start, end)), None) = (events, t.selector.choice()) {
             t.pending.push(Pending {
@@ -392,6 +558,7 @@ impl AutoTuner {
         let mut tunings = lock(&self.tunings);
         let t = tunings.get_mut(&key)?;
         t.poll();
+        self.settle(key, t);
         Some(status(key, t))
     }
 
@@ -402,14 +569,17 @@ impl AutoTuner {
             .iter_mut()
             .map(|(k, t)| {
                 t.poll();
+                self.settle(*k, t);
                 status(*k, t)
             })
             .collect()
     }
 
-    /// Forgets every tuning of the kernel named `kernel` (all devices): its next launches
-    /// measure again.
+    /// Forgets every tuning of the kernel named `kernel` (all devices and shapes): its next
+    /// launches measure again, in this process without its cached decisions, and the new
+    /// decision replaces them in the cache.
     pub fn forget(&self, kernel: &str) {
+        lock(&self.retune).insert(kernel.to_string());
         lock(&self.tunings).retain(|k, _| k.kernel != kernel);
     }
 
@@ -423,10 +593,32 @@ fn status(key: TuneKey, t: &Tuning) -> TuneStatus {
     TuneStatus {
         key,
         choice: t.selector.choice(),
-        medians: t.selector.medians(),
+        medians: t.medians(),
         samples: t.selector.samples(),
         launches: t.selector.launches(),
+        origin: t.origin,
     }
+}
+
+/// Prints a decision when `LOOKAHEAD_AUTOTUNE_PRINT` asks for it.
+fn announce(key: TuneKey, t: &Tuning) {
+    if !decisions::print_decisions() {
+        return;
+    }
+    let [plain, hinted] = t.medians();
+    let ms = |m: Option<f32>| m.map_or_else(|| "-".to_string(), |v| format!("{v:.4} ms"));
+    eprintln!(
+        "lookahead autotune: {} on device {} ({}x{} blocks): {} ({:?}; plain {}, hinted {}, {} tuning launches)",
+        key.kernel,
+        key.device,
+        key.shape.0,
+        key.shape.1,
+        t.selector.choice().map_or("-", Variant::name),
+        t.origin.unwrap_or(Origin::Measured),
+        ms(plain),
+        ms(hinted),
+        t.selector.launches().iter().sum::<usize>()
+    );
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -439,11 +631,14 @@ pub fn key<On: LaunchOn + ?Sized>(
     on: &On,
     ptx: &'static [(u32, &'static str)],
     kernel: &'static str,
+    cfg: &LaunchConfig,
 ) -> Option<TuneKey> {
     on.tuning_device().map(|device| TuneKey {
         device,
         source: ptx.as_ptr() as usize,
         kernel,
+        shape: shape_bucket(cfg),
+        ptx_hash: ptx_hash(ptx),
     })
 }
 
@@ -455,8 +650,9 @@ pub fn plan<On: LaunchOn + ?Sized>(
     ptx: &'static [(u32, &'static str)],
     kernel: &'static str,
     requested: Option<Variant>,
+    cfg: &LaunchConfig,
 ) -> Plan {
-    match (requested, key(on, ptx, kernel)) {
+    match (requested, key(on, ptx, kernel, cfg)) {
         (Some(v), _) => Plan::fixed(v),
         (None, None) => Plan::fixed(Variant::Hinted),
         (None, Some(k)) => AutoTuner::global().plan(k),
@@ -465,16 +661,35 @@ pub fn plan<On: LaunchOn + ?Sized>(
 
 /// The entry a plain `launch` of `kernel` on `on` uses from now on: the tuner's choice once
 /// made (`None` while it is still measuring, or before the first launch), and always the
-/// hinted one on the emulator.
+/// hinted one on the emulator. With several launch shapes tuned, the choice of the shape
+/// launched most.
 pub fn choice<On: LaunchOn + ?Sized>(
     on: &On,
     ptx: &'static [(u32, &'static str)],
     kernel: &'static str,
 ) -> Option<Variant> {
-    match key(on, ptx, kernel) {
-        None => Some(Variant::Hinted),
-        Some(k) => AutoTuner::global().choice(k),
-    }
+    let Some(device) = on.tuning_device() else {
+        return Some(Variant::Hinted);
+    };
+    let source = ptx.as_ptr() as usize;
+    AutoTuner::global()
+        .status_all()
+        .into_iter()
+        .filter(|s| s.key.device == device && s.key.source == source && s.key.kernel == kernel)
+        .max_by_key(|s| (s.launches.iter().sum::<usize>(), s.choice.is_some()))
+        .and_then(|s| s.choice)
+}
+
+/// The shape part of a tuning key: threads per block, and blocks rounded up to a power of
+/// two (launches of similar sizes share a decision).
+pub fn shape_bucket(cfg: &LaunchConfig) -> (u32, u32) {
+    let (g, b) = (cfg.grid_dim, cfg.block_dim);
+    let threads = b.0.saturating_mul(b.1).saturating_mul(b.2);
+    let blocks = g.0.saturating_mul(g.1).saturating_mul(g.2);
+    (
+        threads,
+        blocks.checked_next_power_of_two().unwrap_or(u32::MAX),
+    )
 }
 
 #[cfg(test)]
@@ -616,6 +831,8 @@ mod tests {
             device: 0,
             source: 1,
             kernel: "a",
+            shape: (256, 64),
+            ptx_hash: 7,
         };
         let b = TuneKey { kernel: "b", ..a };
         let p = t.plan(a);
@@ -649,5 +866,94 @@ mod tests {
         assert_eq!(t.status_all().len(), 1);
         t.reset();
         assert!(t.status_all().is_empty());
+    }
+
+    fn decide(t: &AutoTuner, key: TuneKey, plain: f32, hinted: f32) {
+        for _ in 0..2 {
+            let p = t.plan(key);
+            t.launched(key, p.variant, None);
+        }
+        let mut g = lock(&t.tunings);
+        let sel = &mut g.get_mut(&key).unwrap().selector;
+        sel.record(Variant::Plain, plain);
+        sel.record(Variant::Hinted, hinted);
+    }
+
+    #[test]
+    fn a_second_tuner_on_the_same_file_takes_the_decision_without_tuning_launches() {
+        let dir = std::env::temp_dir().join(format!("lookahead-autotune-{}", std::process::id()));
+        let path = dir.join("autotune.tsv");
+        let _ = std::fs::remove_dir_all(&dir);
+        let key = TuneKey {
+            device: 0,
+            source: 1,
+            kernel: "k",
+            shape: (256, 128),
+            ptx_hash: 42,
+        };
+        let first = AutoTuner::with_store(DecisionStore::open(Some(path.clone())), Mode::Tune);
+        first.set_config(cfg(1));
+        decide(&first, key, 2.0, 1.0);
+        let s = first.status(key).unwrap();
+        assert_eq!(
+            (s.choice, s.origin),
+            (Some(Variant::Hinted), Some(Origin::Measured))
+        );
+
+        // "The next process": a new tuner reading the same file.
+        let second = AutoTuner::with_store(DecisionStore::open(Some(path.clone())), Mode::Tune);
+        assert_eq!(second.plan(key), Plan::fixed(Variant::Hinted));
+        let s = second.status(key).unwrap();
+        assert_eq!((s.origin, s.launches), (Some(Origin::Cached), [0, 0]));
+        // Another shape, another PTX or another device is another decision.
+        for other in [
+            TuneKey {
+                shape: (256, 256),
+                ..key
+            },
+            TuneKey {
+                ptx_hash: 43,
+                ..key
+            },
+            TuneKey { device: 1, ..key },
+        ] {
+            assert!(second.plan(other).measure.is_some(), "{other:?}");
+        }
+        // Forgetting measures again, ignoring the file, and the new decision replaces it.
+        second.forget("k");
+        second.set_config(cfg(1));
+        assert!(second.plan(key).measure.is_some());
+        decide(&second, key, 1.0, 2.0);
+        assert_eq!(second.choice(key), Some(Variant::Plain));
+        let third = AutoTuner::with_store(DecisionStore::open(Some(path)), Mode::Tune);
+        assert_eq!(third.plan(key), Plan::fixed(Variant::Plain));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_forced_mode_measures_nothing() {
+        let t = AutoTuner::with_store(DecisionStore::open(None), Mode::Force(Variant::Plain));
+        let key = TuneKey {
+            device: 0,
+            source: 1,
+            kernel: "f",
+            shape: (128, 1),
+            ptx_hash: 1,
+        };
+        assert_eq!(t.plan(key), Plan::fixed(Variant::Plain));
+        let s = t.status(key).unwrap();
+        assert_eq!((s.origin, s.launches), (Some(Origin::Forced), [0, 0]));
+    }
+
+    #[test]
+    fn shapes_bucket_blocks_by_powers_of_two() {
+        let c = |g: u32, b: u32| LaunchConfig::new((g, 1, 1), (b, 1, 1));
+        assert_eq!(shape_bucket(&c(264, 256)), (256, 512));
+        assert_eq!(shape_bucket(&c(257, 256)), (256, 512));
+        assert_eq!(shape_bucket(&c(256, 256)), (256, 256));
+        assert_eq!(
+            shape_bucket(&LaunchConfig::new((4, 2, 1), (16, 16, 1))),
+            (256, 8)
+        );
     }
 }

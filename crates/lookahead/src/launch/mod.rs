@@ -29,6 +29,7 @@ use crate::module::Module;
 
 mod args;
 pub mod autotune;
+pub mod decisions;
 
 pub use args::{
     bind_read, bind_write, DeviceMemory, DeviceSliceArg, DeviceSliceArgMut, GpuArgs, GpuMemory,

@@ -387,3 +387,75 @@ fn both_entries_of_an_auto_kernel_compute_the_same_on_a_gpu() {
     assert_eq!(results[0], want);
     assert_eq!(results[1], want);
 }
+
+/// Launches `reduce_m_auto` until its entry is chosen and prints how: the helper of
+/// [`a_second_process_takes_the_decision_from_the_cache`], and on its own a check that the
+/// launches settle with whatever the decision cache holds.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn auto_decision_child() {
+    use lookahead::launch::autotune::AutoTuner;
+    let gpu = gpu();
+    let n = 1 << 20;
+    let xs = gpu.stream().clone_htod(&vec![1.0f32; n]).unwrap();
+    let mut out = gpu.stream().clone_htod(&[0.0f32]).unwrap();
+    let c = LaunchConfig::grid_stride(n, BLOCK_SIZE, 264);
+    for k in 0..24 {
+        reduce_m_auto::launch(&gpu, c, &xs, &mut out).unwrap();
+        if k % 4 == 3 {
+            gpu.synchronize().unwrap();
+        }
+    }
+    gpu.synchronize().unwrap();
+    let status = AutoTuner::global()
+        .status_all()
+        .into_iter()
+        .find(|s| s.key.kernel == "reduce_m_auto")
+        .unwrap();
+    assert!(status.choice.is_some(), "{status:?}");
+    std::println!(
+        "decision origin={:?} launches={}",
+        status.origin.unwrap(),
+        status.launches.iter().sum::<usize>()
+    );
+}
+
+/// Two processes with one decision cache file: the first measures `reduce_m_auto` (tuning
+/// launches), the second takes the decision from the file and makes none.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_second_process_takes_the_decision_from_the_cache() {
+    let _ = gpu();
+    let dir = std::env::temp_dir().join(format!("lookahead-two-processes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = dir.join("autotune.tsv");
+    let run = || {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "tests::auto_decision_child",
+                "--nocapture",
+            ])
+            .env("LOOKAHEAD_AUTOTUNE_CACHE", &file)
+            .env_remove("LOOKAHEAD_AUTOTUNE")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from(text.lines().find(|l| l.starts_with("decision ")).unwrap())
+    };
+    let first = run();
+    assert!(first.starts_with("decision origin=Measured"), "{first}");
+    assert!(!first.ends_with("launches=0"), "{first}");
+    let second = run();
+    assert_eq!(second, "decision origin=Cached launches=0");
+    assert!(std::fs::read_to_string(&file)
+        .unwrap()
+        .contains("|reduce_m_auto|"));
+    std::fs::remove_dir_all(&dir).ok();
+}
