@@ -20,8 +20,8 @@ use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
 use lookahead::{DriverContext, Error, Result};
 use lookahead_uvm::{Policy, RingQueue};
 
-use super::buffers::{fill32, Capacity};
-use super::search::{Search, Shape, POISON_DIST, POISON_ID};
+use super::buffers::Capacity;
+use super::search::{Search, Shape, POISON_ID};
 use super::{BuffersId, GpuIndex, SearchParams};
 use crate::data::Vectors;
 
@@ -286,25 +286,7 @@ impl Search<'_> {
         let (s, sh) = (self.s, self.shape);
         let q = UM::prefix(&mut self.b.queries, rows * sh.dim, s)?;
         copy_to_device(q.device_ptr(), &queries.slice()[..rows * sh.dim], s)?;
-        let words = rows * K;
-        fill32(
-            UM::prefix(&mut self.b.out_d, words, s)?.device_ptr(),
-            words,
-            POISON_DIST,
-            s,
-        )?;
-        fill32(
-            UM::prefix(&mut self.b.out_i, words, s)?.device_ptr(),
-            words,
-            POISON_ID,
-            s,
-        )?;
-        fill32(
-            UM::prefix(&mut self.b.readiness, sh.nlist, s)?.device_ptr(),
-            sh.nlist,
-            0,
-            s,
-        )?;
+        self.poison_outputs(rows)?;
         self.clear_pull_work()
     }
 

@@ -27,7 +27,7 @@ use crate::index::IvfLayout;
 /// Bits written into every output word before a search; any left afterwards is a result
 /// the kernels failed to write.
 pub(super) const POISON_ID: u32 = 0xFFFF_FFFE;
-pub(super) const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
+const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
 
 /// The sizes one search works with.
 #[derive(Debug, Clone, Copy)]
@@ -238,19 +238,17 @@ impl Search<'_> {
         let mut q = self.b.queries.slice_mut(..sh.nq * sh.dim);
         s.memcpy_htod(&queries.data, &mut q)
             .during("cuMemcpyHtoD")?;
-        let words = sh.nq * K;
-        fill32(
-            UM::prefix(&mut self.b.out_d, words, s)?.device_ptr(),
-            words,
-            POISON_DIST,
-            s,
-        )?;
-        fill32(
-            UM::prefix(&mut self.b.out_i, words, s)?.device_ptr(),
-            words,
-            POISON_ID,
-            s,
-        )?;
+        self.poison_outputs(sh.nq)
+    }
+
+    /// The first `rows` queries' outputs poisoned (a word left so is one the kernels did not
+    /// write), and the readiness codes cleared.
+    pub(super) fn poison_outputs(&mut self, rows: usize) -> Result<()> {
+        let (s, sh, words) = (self.s, self.shape, rows * K);
+        let out_d = UM::prefix(&mut self.b.out_d, words, s)?;
+        fill32(out_d.device_ptr(), words, POISON_DIST, s)?;
+        let out_i = UM::prefix(&mut self.b.out_i, words, s)?;
+        fill32(out_i.device_ptr(), words, POISON_ID, s)?;
         let readiness = UM::prefix(&mut self.b.readiness, sh.nlist, s)?;
         fill32(readiness.device_ptr(), sh.nlist, 0, s)
     }
