@@ -212,27 +212,26 @@ impl GpuIndex {
     /// The shape of a batch of `queries`, and the rows of its work items.
     fn batch_shape(&self, batch: &BatchSearch, queries: &Vectors) -> Result<(Shape, u32)> {
         let few = self.shape(queries, batch.params)?.pairs <= FEW_PAIRS;
-        let rows = if few {
-            batch.chunk_rows.0
-        } else {
-            batch.chunk_rows.1
-        };
-        Ok((self.shape_chunked(queries, batch.params, rows)?, rows))
+        let (small, large) = batch.chunk_rows;
+        let chunk_rows = if few { small } else { large };
+        Ok((
+            self.shape_chunked(queries, batch.params, chunk_rows)?,
+            chunk_rows,
+        ))
     }
 
     fn batch_by_launches(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let (shape, rows) = self.batch_shape(batch, queries)?;
+        let (shape, chunk_rows) = self.batch_shape(batch, queries)?;
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
-        run.chunk_rows = rows;
-        let rows = shape.nq;
-        run.batch_inputs(&batch.queries, rows)?;
+        run.chunk_rows = chunk_rows;
+        run.batch_inputs(&batch.queries, shape.nq)?;
         run.batch_kernels(batch.params, scan_blocks)?;
-        run.batch_outputs(&mut batch.out_d, &mut batch.out_i, rows)
+        run.batch_outputs(&mut batch.out_d, &mut batch.out_i, shape.nq)
     }
 
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let (shape, rows) = self.batch_shape(batch, queries)?;
+        let (shape, chunk_rows) = self.batch_shape(batch, queries)?;
         let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
         if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
             // The buffers were reallocated by a larger search: capture again.
@@ -240,7 +239,7 @@ impl GpuIndex {
         }
         let stream = self.stream.clone();
         let mut run = self.begin(shape);
-        run.chunk_rows = rows;
+        run.chunk_rows = chunk_rows;
         match &mut batch.graph {
             None => {
                 let (graph, ()) = Graph::capture(&stream, || {
