@@ -5,7 +5,14 @@
 
 use lookahead_tests::rust_cuda_kernels_ptx::PTX;
 
-const KERNELS: [&str; 5] = ["vecadd", "transpose", "reduce_sum", "gemm_tile", "heap_sum"];
+const KERNELS: [&str; 6] = [
+    "vecadd",
+    "transpose",
+    "reduce_sum",
+    "gemm_tile",
+    "heap_sum",
+    "api_check",
+];
 
 /// The body of entry `kernel` in `module`, up to the next entry.
 fn body<'a>(module: &'a str, kernel: &str) -> &'a str {

@@ -17,7 +17,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use rust_cuda_kernels::{GemmDims, GEMM_TILE, TRANSPOSE_TILE};
+use rust_cuda_kernels::{GemmDims, API_WORDS, GEMM_TILE, TRANSPOSE_TILE};
 
 /// The PTX `lookahead-cuda-builder` built from `kernels/` (sm_80, loads on later GPUs).
 static PTX: &str = include_str!(env!("KERNEL_PTX_PATH"));
@@ -207,6 +207,65 @@ fn check_heap(gpu: &Gpu) -> Result<f64> {
     Ok(if got == want { 0.0 } else { f64::INFINITY })
 }
 
+/// `api_check` on 4 blocks of 256 threads: every word it updates has the value the
+/// operations imply.
+fn check_api(gpu: &Gpu) -> Result<f64> {
+    let (blocks, threads) = (4u32, 256u32);
+    let n = (blocks * threads) as u64;
+    let n32 = n as u32;
+    let mut start = [0u32; API_WORDS];
+    (start[2], start[4], start[5], start[7]) = (u32::MAX, n32, u32::MAX, n32);
+    let mut words = gpu.upload(&start)?;
+    let mut wide = gpu.upload(&[0u64, (n as f64 * 0.25).to_bits()])?;
+    let mut floats = gpu.upload(&[0.0f32])?;
+    let f = gpu.function("api_check")?;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = gpu.stream.launch_builder(&f);
+    launch.arg(&mut words).arg(&mut wide).arg(&mut floats);
+    // SAFETY: matches `api_check(words: *mut u32, wide: *mut u64, floats: *mut f32)` with
+    // API_WORDS, 2 and 1 elements.
+    unsafe { launch.launch(cfg) }?;
+    let w = gpu.download(&words)?;
+    let (wide, floats) = (gpu.download(&wide)?, gpu.download(&floats)?);
+    let warps = n32 / 32;
+    let want = [
+        n32,
+        n32 - 1,
+        0,
+        u32::MAX,
+        0,
+        0,
+        0,
+        w[7],
+        n32,
+        n32,
+        2 * n32,
+        n32,
+        blocks,
+        warps,
+        warps,
+        warps,
+    ];
+    let mut wrong: Vec<String> = (0..API_WORDS)
+        .filter(|&i| w[i] != want[i])
+        .map(|i| format!("words[{i}] = {} (want {})", w[i], want[i]))
+        .collect();
+    if w[7] >= n32 {
+        wrong.push(format!("words[7] = {} is not a thread id", w[7]));
+    }
+    if wide[0] != n * (n - 1) / 2 || f64::from_bits(wide[1]) != 0.0 || floats[0] != n as f32 * 0.5 {
+        wrong.push(format!("wide {wide:?}, floats {floats:?}"));
+    }
+    for w in &wrong {
+        eprintln!("api_check: {w}");
+    }
+    Ok(if wrong.is_empty() { 0.0 } else { f64::INFINITY })
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     let seed = args.seed.unwrap_or_else(|| {
@@ -222,12 +281,13 @@ fn main() -> Result<()> {
     println!("device: {} (seed {seed})", ctx.name()?);
     let mut rng = StdRng::seed_from_u64(seed);
     type Check = fn(&Gpu, &mut StdRng) -> Result<f64>;
-    let checks: [(&str, Check, f64); 5] = [
+    let checks: [(&str, Check, f64); 6] = [
         ("vecadd", check_vecadd, 0.0),
         ("transpose", check_transpose, 0.0),
         ("reduce_sum", check_reduce, 1e-4),
         ("gemm_tile", check_gemm, 1e-5),
         ("heap_sum", |gpu, _| check_heap(gpu), 0.0),
+        ("api_check", |gpu, _| check_api(gpu), 0.0),
     ];
     let mut failed = 0;
     for (name, check, tolerance) in checks {

@@ -8,6 +8,7 @@
 //! | `reduce_sum(input, out)` | `*out += Σ input` | warp shuffles, dynamic shared memory, `AtomicF32` |
 //! | `gemm_tile(a, b, c, dims)` | `C = A·B` (row-major) through 16x16 shared tiles | `shared_array!` twice, a `#[repr(C)]` parameter |
 //! | `heap_sum(n, out)` | `*out = 0 + 1 + … + (n-1)` in a `Vec`, and one `println!` | `Vec` on the device heap, `vprintf` |
+//! | `api_check(words, wide, floats)` | each of `atomic::mid`'s operations at each scope, float atomics, votes, shuffles, barrier counts, address spaces | the rest of the API, checked by the host |
 #![cfg_attr(target_os = "cuda", no_std)]
 
 use core::sync::atomic::Ordering;
@@ -162,4 +163,87 @@ pub unsafe fn heap_sum(n: u32, out: *mut u64) {
         );
         *out = sum;
     }
+}
+
+/// Words of [`api_check`]'s `words` output, and what each holds after one launch of
+/// `blocks x threads` threads (`n` of them); the host checks them.
+pub const API_WORDS: usize = 16;
+
+/// Exercises `cuda_std`'s atomics, votes, shuffles, barrier reductions and address-space
+/// queries; every thread updates `words[..API_WORDS]`, `wide[0..2]` and `floats[0]` (the host
+/// sets the start values and checks the results).
+#[kernel]
+#[allow(improper_ctypes_definitions, clippy::missing_safety_doc)]
+pub unsafe fn api_check(words: *mut u32, wide: *mut u64, floats: *mut f32) {
+    use cuda_std::atomic::mid::*;
+    use cuda_std::atomic::SystemAtomicF64;
+    use cuda_std::ptr::{is_in_address_space, AddressSpace};
+    use cuda_std::warp::{
+        lane_id, warp_shuffle_idx, warp_shuffle_up, warp_shuffle_xor, warp_vote_all, warp_vote_any,
+        warp_vote_ballot,
+    };
+    let tid = thread::index_1d();
+    let lane = lane_id();
+    // words[0..10]: one read-modify-write each, at every scope and ordering.
+    atomic_fetch_add_u32_device(words, Ordering::Relaxed, 1);
+    atomic_fetch_max_u32_device(words.add(1), Ordering::AcqRel, tid);
+    atomic_fetch_min_u32_system(words.add(2), Ordering::SeqCst, tid);
+    atomic_fetch_or_u32_device(words.add(3), Ordering::Release, 1 << lane);
+    atomic_fetch_sub_u32_device(words.add(4), Ordering::Acquire, 1);
+    atomic_fetch_and_u32_system(words.add(5), Ordering::Relaxed, !(1 << lane));
+    atomic_fetch_xor_u32_device(words.add(6), Ordering::Relaxed, 1);
+    let old = atomic_fetch_exch_u32_device(words.add(7), Ordering::AcqRel, tid);
+    atomic_fetch_max_u32_device(words.add(8), Ordering::Relaxed, old);
+    // words[9]: each thread moves it from its own id's predecessor count by CAS.
+    let mut seen = atomic_load_32_device(words.add(9), Ordering::Acquire);
+    loop {
+        let was =
+            atomic_compare_and_swap_u32_device(words.add(9), seen, seen + 1, Ordering::AcqRel);
+        if was == seen {
+            break;
+        }
+        seen = was;
+    }
+    // words[10]: block-scope adds into shared memory, then one device add per block.
+    let block_sum = cuda_std::shared_array![u32; 1];
+    if thread::thread_idx_x() == 0 {
+        atomic_store_32_block(block_sum, Ordering::Relaxed, 0);
+    }
+    thread::sync_threads();
+    atomic_fetch_add_u32_block(block_sum, Ordering::Relaxed, 2);
+    let counted = thread::sync_threads_count(1);
+    if thread::thread_idx_x() == 0 {
+        block_thread_fence(Ordering::AcqRel);
+        let v = atomic_load_32_block(block_sum, Ordering::Relaxed);
+        atomic_fetch_add_u32_device(words.add(10), Ordering::Relaxed, v);
+        // words[11]: sync_threads_count saw every thread of the block.
+        atomic_fetch_add_u32_device(words.add(11), Ordering::Relaxed, counted);
+        // words[12]: the shared array is shared memory, the output global memory.
+        let ok = is_in_address_space(block_sum, AddressSpace::Shared)
+            && is_in_address_space(words, AddressSpace::Global)
+            && !is_in_address_space(words, AddressSpace::Shared);
+        atomic_fetch_add_u32_device(words.add(12), Ordering::Relaxed, ok as u32);
+    }
+    // words[13..16]: votes and shuffles, checked per warp by lane 0.
+    let all = warp_vote_all(u32::MAX, true);
+    let any = warp_vote_any(u32::MAX, lane == 5);
+    let ballot = warp_vote_ballot(u32::MAX, lane % 2 == 0);
+    let (from7, _) = warp_shuffle_idx(u32::MAX, lane * 3, 7, 32);
+    let (up, _) = warp_shuffle_up(u32::MAX, lane as u64 * 1_000_000_000, 1, 32);
+    let (x, _) = warp_shuffle_xor(u32::MAX, lane as f32, 1, 32);
+    let lanes_ok =
+        (x == (lane ^ 1) as f32) && (lane == 0 || up == (lane as u64 - 1) * 1_000_000_000);
+    let all_lanes_ok = warp_vote_all(u32::MAX, lanes_ok);
+    if lane == 0 {
+        let votes_ok = all && any && ballot == 0x5555_5555 && from7 == 21;
+        atomic_fetch_add_u32_device(words.add(13), Ordering::Relaxed, votes_ok as u32);
+        atomic_fetch_add_u32_device(words.add(14), Ordering::Relaxed, all_lanes_ok as u32);
+        atomic_fetch_add_u32_device(words.add(15), Ordering::Relaxed, 1);
+    }
+    device_thread_fence(Ordering::SeqCst);
+    system_thread_fence(Ordering::Release);
+    // wide[0] += thread id; floats[0] += 0.5 and the f64 in wide[1] -= 0.25 per thread (exact).
+    atomic_fetch_add_u64_device(wide, Ordering::Relaxed, tid as u64);
+    (*(floats as *const AtomicF32)).fetch_add(0.5, Ordering::Relaxed);
+    (*(wide.add(1) as *const SystemAtomicF64)).fetch_sub(0.25, Ordering::Relaxed);
 }
