@@ -316,6 +316,10 @@ struct Tuning {
     origin: Option<Origin>,
     /// The medians a cached decision was measured with (plain, hinted).
     cached_medians: [Option<f32>; 2],
+    /// When the first launch asked for a plan.
+    started: std::time::Instant,
+    /// How long after that the choice was made (zero for a cached or forced one).
+    settled_after: Option<std::time::Duration>,
 }
 
 impl Tuning {
@@ -385,6 +389,9 @@ pub struct TuneStatus {
     pub launches: [usize; 2],
     /// Where the choice came from (`None` while measuring).
     pub origin: Option<Origin>,
+    /// The tuning's cost in time: from its first launch until the choice was seen made
+    /// (zero for a cached or forced decision, `None` while measuring).
+    pub settled_after: Option<std::time::Duration>,
 }
 
 /// The process's tunings, one [`Selector`] per (device, kernel), shared by every launch of
@@ -473,6 +480,8 @@ impl AutoTuner {
             pending: Vec::new(),
             origin,
             cached_medians,
+            started: std::time::Instant::now(),
+            settled_after: origin.map(|_| std::time::Duration::ZERO),
         };
         if origin.is_some() {
             announce(key, &t);
@@ -494,6 +503,7 @@ impl AutoTuner {
         }
         if let Some(variant) = t.selector.choice() {
             t.origin = Some(Origin::Measured);
+            t.settled_after = Some(t.started.elapsed());
             let [plain, hinted] = t.selector.medians();
             let medians_ms = [plain.unwrap_or(f32::NAN), hinted.unwrap_or(f32::NAN)];
             self.store.put(
@@ -597,6 +607,7 @@ fn status(key: TuneKey, t: &Tuning) -> TuneStatus {
         samples: t.selector.samples(),
         launches: t.selector.launches(),
         origin: t.origin,
+        settled_after: t.settled_after,
     }
 }
 
@@ -608,7 +619,7 @@ fn announce(key: TuneKey, t: &Tuning) {
     let [plain, hinted] = t.medians();
     let ms = |m: Option<f32>| m.map_or_else(|| "-".to_string(), |v| format!("{v:.4} ms"));
     eprintln!(
-        "lookahead autotune: {} on device {} ({}x{} blocks): {} ({:?}; plain {}, hinted {}, {} tuning launches)",
+        "lookahead autotune: {} on device {} ({}x{} blocks): {} ({:?}; plain {}, hinted {}, {} tuning launches, settled after {:.1} ms)",
         key.kernel,
         key.device,
         key.shape.0,
@@ -617,7 +628,8 @@ fn announce(key: TuneKey, t: &Tuning) {
         t.origin.unwrap_or(Origin::Measured),
         ms(plain),
         ms(hinted),
-        t.selector.launches().iter().sum::<usize>()
+        t.selector.launches().iter().sum::<usize>(),
+        t.settled_after.unwrap_or_default().as_secs_f64() * 1e3
     );
 }
 
