@@ -191,15 +191,19 @@ impl Inputs<'_> {
 
     fn coarse(&self) -> Result<Vec<u32>> {
         let mut probes = vec![u32::MAX; self.queries.len() * self.nprobe];
+        let shape = ivf_kernels::CoarseShape {
+            dim: self.layout.dim as u32,
+            nlist: self.layout.nlist() as u32,
+            nprobe: self.nprobe as u32,
+        };
         ivf_kernels::coarse::launch(
             self.emu,
             ivf_kernels::coarse_config(self.queries.len()),
             &self.queries.data,
             &self.layout.centroids_transposed(),
-            self.layout.dim as u32,
-            self.layout.nlist() as u32,
-            self.nprobe as u32,
+            shape,
             &mut probes,
+            &mut Vec::new(),
         )?;
         Ok(probes)
     }

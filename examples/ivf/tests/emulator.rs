@@ -340,10 +340,9 @@ fn sliced_coarse_steps_give_the_same_probes() {
                 coarse_config(nq),
                 queries,
                 &centroids_t,
-                shape.dim,
-                shape.nlist,
-                shape.nprobe,
+                shape,
                 &mut one,
+                &mut Vec::new(),
             )
             .unwrap();
             for q in 0..nq {
@@ -357,29 +356,21 @@ fn sliced_coarse_steps_give_the_same_probes() {
             for slices in [2usize, 3, 7] {
                 let mut partial = vec![u32::MAX; nq * nprobe * slices];
                 let cfg = coarse_sliced_config(nq, slices);
+                let mut dist = vec![f32::NAN; nq * nprobe * slices];
                 coarse::launch(
                     &emu,
                     cfg,
                     queries,
                     &centroids_t,
-                    shape.dim,
-                    shape.nlist,
-                    shape.nprobe,
+                    shape,
                     &mut partial,
+                    &mut dist,
                 )
                 .unwrap();
                 let mut probes = vec![u32::MAX; nq * nprobe];
                 let merge_cfg = LaunchConfig::for_len(nq * 32, ivf_kernels::COARSE_THREADS);
-                coarse_merge::launch(
-                    &emu,
-                    merge_cfg,
-                    queries,
-                    &centroids_t,
-                    shape,
-                    &partial,
-                    &mut probes,
-                )
-                .unwrap();
+                coarse_merge::launch(&emu, merge_cfg, &dist, &partial, shape.nprobe, &mut probes)
+                    .unwrap();
                 assert_eq!(
                     probes, one,
                     "{nq} queries, nprobe {nprobe}, {slices} slices"

@@ -362,26 +362,25 @@ fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
         for slices in [2usize, 4, 9] {
             let mut partial = s.alloc_zeros::<u32>(nq * nprobe * slices).unwrap();
             let mut probes = s.clone_htod(&vec![u32::MAX; nq * nprobe]).unwrap();
+            let mut dist = s.alloc_zeros::<f32>(nq * nprobe * slices).unwrap();
             let (uq, uc) = (U::new(&q, &s), U::new(&ct, &s));
             coarse::launch(
                 &s,
                 coarse_sliced_config(nq, slices),
                 &uq,
                 &uc,
-                shape.dim,
-                shape.nlist,
-                shape.nprobe,
+                shape,
                 &mut UM::new(&mut partial, &s),
+                &mut UM::new(&mut dist, &s),
             )
             .unwrap();
             let merge_cfg = LaunchConfig::for_len(nq * 32, ivf_kernels::COARSE_THREADS);
             coarse_merge::launch(
                 &s,
                 merge_cfg,
-                &uq,
-                &uc,
-                shape,
+                &U::new(&dist, &s),
                 &U::new(&partial, &s),
+                shape.nprobe,
                 &mut UM::new(&mut probes, &s),
             )
             .unwrap();

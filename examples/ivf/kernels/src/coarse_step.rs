@@ -41,7 +41,8 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
 /// slice `s`'s centroids, where the grid's `y` dimension is `slices` and slice `s` holds the
 /// centroids `c` with `c / COARSE_THREADS % slices == s`. With one slice, `out` is the
 /// probes (`out[q * nprobe + j]`); with more, [`coarse_merge`] merges the slices' lists, so a
-/// few queries spread over `slices` times as many SMs.
+/// few queries spread over `slices` times as many SMs. When `out_dist` is as long as `out`,
+/// it gets each listed centroid's distance (what [`coarse_merge`] merges by).
 ///
 /// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
 /// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK) queries. The block's queries
@@ -55,15 +56,15 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
 pub fn coarse(
     queries: &[f32],
     centroids_t: &[f32],
-    dim: u32,
-    nlist: u32,
-    nprobe: u32,
+    shape: CoarseShape,
     out: &mut [u32],
+    out_dist: &mut [f32],
 ) {
     let (slices, slice) = (grid_dim_y() as usize, block_idx_y() as usize);
-    let dim = dim as usize;
-    let nlist = nlist as usize;
-    let nprobe = (nprobe as usize).min(MAX_NPROBE).min(nlist);
+    let dim = shape.dim as usize;
+    let nlist = shape.nlist as usize;
+    let nprobe = (shape.nprobe as usize).min(MAX_NPROBE).min(nlist);
+    let with_dist = out_dist.len() >= out.len();
     let nq = if dim == 0 { 0 } else { queries.len() / dim };
     let lane = lane_id() as usize;
     let warp = thread_idx_x() as usize / 32;
@@ -141,7 +142,7 @@ pub fn coarse(
         let list = |w: usize, r: usize| (j * COARSE_WARPS + w) * MAX_NPROBE + r;
         let mut head = 0usize;
         for r in 0..nprobe {
-            let (_, bi) = warp_min(if lane < COARSE_WARPS && head < nprobe {
+            let (bd, bi) = warp_min(if lane < COARSE_WARPS && head < nprobe {
                 (best_d.get(list(lane, head)), best_i.get(list(lane, head)))
             } else {
                 (f32::INFINITY, u32::MAX)
@@ -150,62 +151,46 @@ pub fn coarse(
                 head += 1;
             }
             if lane == 0 {
-                out[((q0 + j) * slices + slice) * nprobe + r] = bi;
+                let at = ((q0 + j) * slices + slice) * nprobe + r;
+                out[at] = bi;
+                if with_dist {
+                    out_dist[at] = bd;
+                }
             }
         }
     }
 }
 
 /// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q` (ties by index), from
-/// the per-slice lists [`coarse`] wrote into `partial` (`slices` lists of `nprobe` per
-/// query, `slices = partial.len() / (queries * nprobe)`): a warp per query computes the
-/// distance of each listed centroid again (summed in dimension order, as in [`coarse`] and
-/// the CPU reference, so the same values) and keeps the `nprobe` nearest.
+/// the sorted per-slice lists and distances [`coarse`] wrote (`slices` lists of `nprobe` per
+/// query, `slices = partial.len() / probes.len()`, at most 32): a warp per query, lane `s`
+/// walking slice `s`'s list, as a block merges its warps' lists in [`coarse`].
 ///
 /// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, a warp per query.
 #[kernel]
-pub fn coarse_merge(
-    queries: &[f32],
-    centroids_t: &[f32],
-    shape: CoarseShape,
-    partial: &[u32],
-    probes: &mut [u32],
-) {
-    let (dim, nlist) = (shape.dim as usize, shape.nlist as usize);
-    let nprobe = (shape.nprobe as usize).min(MAX_NPROBE).min(nlist);
-    let nq = if dim == 0 { 0 } else { queries.len() / dim };
+pub fn coarse_merge(partial_dist: &[f32], partial: &[u32], nprobe: u32, probes: &mut [u32]) {
+    let nprobe = (nprobe as usize).min(MAX_NPROBE);
+    let nq = if nprobe == 0 {
+        0
+    } else {
+        probes.len() / nprobe
+    };
     let q = global_index_x() / 32;
     let lane = lane_id() as usize;
-    if q >= nq || nprobe == 0 || dim > MAX_DIM || centroids_t.len() < dim * nlist {
-        return;
+    if q >= nq || partial_dist.len() < partial.len() {
+        return; // warp-uniform
     }
-    let per_query = partial.len() / (nq * nprobe) * nprobe;
-    let query = &queries[q * dim..(q + 1) * dim];
-    let mut ds = [f32::INFINITY; MAX_NPROBE];
-    let mut is = [u32::MAX; MAX_NPROBE];
-    let mut k = lane;
-    while k < per_query {
-        let c = partial[q * per_query + k];
-        if (c as usize) < nlist {
-            let mut acc = 0.0f32;
-            for d in 0..dim {
-                // SAFETY: d < dim and c < nlist; centroids_t holds dim * nlist floats.
-                let t = query[d] - unsafe { *centroids_t.get_unchecked(d * nlist + c as usize) };
-                acc += t * t;
-            }
-            insert(&mut ds, &mut is, nprobe, acc, c);
-        }
-        k += 32;
-    }
-    // The same centroid can be listed once only (slices hold distinct centroids).
+    let slices = (partial.len() / (nq * nprobe)).min(32);
+    let list = |s: usize, r: usize| (q * slices + s) * nprobe + r;
     let mut head = 0usize;
     for r in 0..nprobe {
-        let (_, bi) = warp_min(if head < nprobe {
-            (ds[head], is[head])
+        let (_, bi) = warp_min(if lane < slices && head < nprobe {
+            (partial_dist[list(lane, head)], partial[list(lane, head)])
         } else {
             (f32::INFINITY, u32::MAX)
         });
-        if head < nprobe && is[head] == bi {
+        // Slices hold distinct centroids, so at most one lane holds the winner.
+        if lane < slices && head < nprobe && partial[list(lane, head)] == bi {
             head += 1;
         }
         if lane == 0 {

@@ -427,19 +427,25 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
         .clone_htod(&crate::index::transpose(centroids, data.dim))
         .during("cuMemcpyHtoD")?;
     let mut out = Vec::with_capacity(data.len());
+    // One slice: the probes need no distances (a zero-length output skips them).
+    let mut unused_dist = stream.alloc_zeros::<f32>(1).during("cuMemAlloc")?;
     for chunk in data.data.chunks(data.dim * (1 << 20)) {
         let n = chunk.len() / data.dim;
         let dq = stream.clone_htod(chunk).during("cuMemcpyHtoD")?;
         let mut probes = stream.alloc_zeros::<u32>(n).during("cuMemAlloc")?;
+        let shape = ivf_kernels::CoarseShape {
+            dim: data.dim as u32,
+            nlist: nlist as u32,
+            nprobe: 1,
+        };
         ivf_kernels::coarse::launch(
             &stream,
             coarse_config(n),
             &dq,
             &dc,
-            data.dim as u32,
-            nlist as u32,
-            1,
+            shape,
             &mut probes,
+            &mut unused_dist,
         )?;
         out.extend(stream.clone_dtoh(&probes).during("cuMemcpyDtoH")?);
     }

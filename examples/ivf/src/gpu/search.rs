@@ -255,47 +255,43 @@ impl Search<'_> {
 
     /// The probes: one coarse launch, or a sliced one and the merge of its slices.
     pub(super) fn coarse(&mut self) -> Result<()> {
-        let (s, sh) = (self.s, self.shape);
-        let queries = U::prefix(&self.b.queries, sh.nq * sh.dim, s)?;
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let queries = U::prefix(&b.queries, sh.nq * sh.dim, s)?;
         let centroids = U::new(self.centroids_t, s);
-        let (dim, nlist, nprobe) = (sh.dim as u32, sh.nlist as u32, sh.nprobe as u32);
+        let shape = ivf_kernels::CoarseShape {
+            dim: sh.dim as u32,
+            nlist: sh.nlist as u32,
+            nprobe: sh.nprobe as u32,
+        };
         if sh.slices == 1 {
-            let mut probes = UM::prefix(&mut self.b.probes, sh.pairs, s)?;
             let cfg = coarse_config(sh.nq);
+            let mut probes = UM::prefix(&mut b.probes, sh.pairs, s)?;
+            let mut no_dist = UM::prefix(&mut b.coarse_partial_d, 0, s)?;
             return ivf_kernels::coarse::launch(
                 s,
                 cfg,
                 &queries,
                 &centroids,
-                dim,
-                nlist,
-                nprobe,
+                shape,
                 &mut probes,
+                &mut no_dist,
             );
         }
-        let partial_len = sh.pairs * sh.slices;
+        let n = sh.pairs * sh.slices;
         let cfg = ivf_kernels::coarse_sliced_config(sh.nq, sh.slices);
-        let mut partial = UM::prefix(&mut self.b.coarse_partial, partial_len, s)?;
-        ivf_kernels::coarse::launch(
-            s,
-            cfg,
-            &queries,
-            &centroids,
-            dim,
-            nlist,
-            nprobe,
-            &mut partial,
-        )?;
-        let shape = ivf_kernels::CoarseShape { dim, nlist, nprobe };
+        let (mut ids, mut dist) = (
+            UM::prefix(&mut b.coarse_partial, n, s)?,
+            UM::prefix(&mut b.coarse_partial_d, n, s)?,
+        );
+        ivf_kernels::coarse::launch(s, cfg, &queries, &centroids, shape, &mut ids, &mut dist)?;
         let merge_cfg = LaunchConfig::for_len(sh.nq * 32, ivf_kernels::COARSE_THREADS);
         ivf_kernels::coarse_merge::launch(
             s,
             merge_cfg,
-            &queries,
-            &centroids,
-            shape,
-            &U::prefix(&self.b.coarse_partial, partial_len, s)?,
-            &mut UM::prefix(&mut self.b.probes, sh.pairs, s)?,
+            &U::prefix(&b.coarse_partial_d, n, s)?,
+            &U::prefix(&b.coarse_partial, n, s)?,
+            shape.nprobe,
+            &mut UM::prefix(&mut b.probes, sh.pairs, s)?,
         )
     }
 
