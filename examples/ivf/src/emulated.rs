@@ -61,6 +61,9 @@ pub struct EmulatedParams {
     pub pull: bool,
     /// See `pull`.
     pub copy_every: u32,
+    /// The merge gives each query a block when there are at most this many queries (the
+    /// SMs of the GPU it stands for), else a warp.
+    pub merge_sms: usize,
 }
 
 impl Default for EmulatedParams {
@@ -70,6 +73,7 @@ impl Default for EmulatedParams {
             chunk_rows: 64,
             hints: false,
             scan_blocks: 4,
+            merge_sms: 0,
             pull: false,
             copy_every: 2,
         }
@@ -306,13 +310,15 @@ impl Inputs<'_> {
         let nq = self.queries.len();
         let mut dist = vec![f32::NAN; nq * K];
         let mut ids = vec![0xFFFF_FFFEu32; nq * K];
+        // A block per query for small batches, as on a GPU of `merge_sms` SMs.
+        let (cfg, shape) = ivf_kernels::merge_config(nq, self.nprobe, self.params.merge_sms);
         ivf_kernels::merge::launch(
             self.emu,
-            LaunchConfig::for_len(nq * 32, SCAN_THREADS),
+            cfg,
             &c.dist,
             &c.ids,
             &p.pair_cand_off,
-            self.nprobe as u32,
+            shape,
             &mut dist,
             &mut ids,
         )?;

@@ -139,17 +139,22 @@ fn chunk_sizes_and_grid_shapes_give_the_same_answer() {
     let emu = Emulator::new();
     let base = without_queue(&emu, &f, EmulatedParams::default());
     check_against_cpu(&f, &base, 4, "chunk 64");
-    for (chunk_rows, scan_blocks) in [(7, 1), (1000, 3), (33, 9)] {
+    // merge_sms 1000: the merge gives each of the 40 queries a block of 8 warps.
+    for (chunk_rows, scan_blocks, merge_sms) in [(7, 1, 0), (1000, 3, 1000), (33, 9, 1000)] {
         let params = EmulatedParams {
             chunk_rows,
             scan_blocks,
+            merge_sms,
             ..EmulatedParams::default()
         };
         let got = without_queue(&emu, &f, params);
         assert_eq!(
-            got.ids, base.ids,
-            "chunk {chunk_rows}, {scan_blocks} blocks"
+            got.ids,
+            base.ids,
+            "chunk {chunk_rows}, {scan_blocks} blocks, merge per block {}",
+            merge_sms > 0
         );
+        assert_eq!(got.dist, base.dist);
         assert_eq!(got.probed, base.probed);
     }
 }

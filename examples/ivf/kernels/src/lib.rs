@@ -57,6 +57,8 @@ pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
 pub const MAX_COARSE_SLICES: usize = 32;
 /// Most candidates [`coarse_merge`] rescores per query (slices times nprobe).
 pub const MAX_COARSE_CANDIDATES: usize = 256;
+/// Most warps of a [`merge`] block that works on one query.
+pub const MERGE_WARPS: usize = SCAN_THREADS as usize / 32;
 /// Threads of the one block of [`plan`].
 pub const PLAN_THREADS: u32 = 1024;
 /// Threads per block of [`scan`] (and of [`merge`]).
@@ -96,6 +98,29 @@ pub fn max_items(pairs: usize, max_list_len: usize, chunk_rows: u32) -> usize {
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn coarse_config(queries: usize) -> lookahead::launch::LaunchConfig {
     coarse_sliced_config(queries, 1)
+}
+
+/// The launch of [`merge`] for `queries` queries on `sms` SMs: a block per query while
+/// that leaves SMs idle anyway (at most `sms` queries), else a warp per query. (Host only.)
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn merge_config(
+    queries: usize,
+    nprobe: usize,
+    sms: usize,
+) -> (lookahead::launch::LaunchConfig, MergeShape) {
+    let per_block = queries <= sms;
+    let cfg = if per_block {
+        lookahead::launch::LaunchConfig::new((queries.max(1) as u32, 1, 1), (SCAN_THREADS, 1, 1))
+    } else {
+        lookahead::launch::LaunchConfig::for_len(queries * 32, SCAN_THREADS)
+    };
+    (
+        cfg,
+        MergeShape {
+            nprobe: nprobe as u32,
+            per_block: per_block as u32,
+        },
+    )
 }
 
 /// [`coarse_config`] with the centroids split into `slices` (the grid's `y`). (Host only.)

@@ -134,3 +134,14 @@ pub struct CoarseShape {
     /// Probes per query.
     pub nprobe: u32,
 }
+
+/// How [`crate::merge`] splits its work: probes per query, and whether each query gets a
+/// block (non-zero) or a warp.
+#[derive(Clone, Copy, Debug, DeviceCopy)]
+#[repr(C)]
+pub struct MergeShape {
+    /// Probes per query.
+    pub nprobe: u32,
+    /// Non-zero: one block of up to [`crate::MERGE_WARPS`] warps per query.
+    pub per_block: u32,
+}

@@ -94,3 +94,41 @@ impl TopK {
         }
     }
 }
+
+/// Merges up to 32 sorted lists of `K` entries into the warp's `K` best: lane `w < lists`
+/// walks list `w` (`entry(w, r)` is its `r`-th entry), and each round the warp-wide minimum
+/// (ties by id, then the lower lane: equal pairs are empty places) advances its lane.
+/// Every lane must call it; `emit(j, dist, id)` gets the `j`-th best on every lane.
+#[inline(always)]
+pub fn merge_sorted_lists(
+    lists: usize,
+    entry: impl Fn(usize, usize) -> (f32, u32),
+    mut emit: impl FnMut(usize, f32, u32),
+) {
+    let lane = lane_id();
+    let mut head = 0usize;
+    for j in 0..K {
+        let (mut bd, mut bi) = if (lane as usize) < lists && head < K {
+            entry(lane as usize, head)
+        } else {
+            (f32::INFINITY, u32::MAX)
+        };
+        let mut bl = lane;
+        let mut step = 16;
+        while step > 0 {
+            let od = warp::shfl_xor_f32(bd, step);
+            let oi = warp::shfl_xor_u32(bi, step);
+            let ol = warp::shfl_xor_u32(bl, step);
+            if before(od, oi, bd, bi) || (od == bd && oi == bi && ol < bl) {
+                bd = od;
+                bi = oi;
+                bl = ol;
+            }
+            step /= 2;
+        }
+        if bl == lane {
+            head += 1;
+        }
+        emit(j, bd, bi);
+    }
+}

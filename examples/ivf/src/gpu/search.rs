@@ -40,6 +40,8 @@ pub(super) struct Shape {
     pub(super) dim: usize,
     /// Slices of the coarse step ([`ivf_kernels::coarse_slices`]).
     pub(super) slices: usize,
+    /// The GPU's SMs (the merge's launch depends on them).
+    pub(super) sms: usize,
 }
 
 /// What one search works on: the index's parts, borrowed each on its own, and the shape.
@@ -148,6 +150,7 @@ impl GpuIndex {
         let sms = self.gpu.capabilities()?.sm_count as usize;
         Ok(Shape {
             slices: ivf_kernels::coarse_slices(nq, nlist, nprobe, sms),
+            sms,
             nq,
             nprobe,
             pairs,
@@ -498,13 +501,14 @@ impl Search<'_> {
 
     pub(super) fn merge(&mut self) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let (cfg, shape) = ivf_kernels::merge_config(sh.nq, sh.nprobe, sh.sms);
         ivf_kernels::merge::launch(
             s,
-            LaunchConfig::for_len(sh.nq * 32, SCAN_THREADS),
+            cfg,
             &U::prefix(&b.cand_d, sh.items * K, s)?,
             &U::prefix(&b.cand_i, sh.items * K, s)?,
             &U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
-            sh.nprobe as u32,
+            shape,
             &mut UM::prefix(&mut b.out_d, sh.nq * K, s)?,
             &mut UM::prefix(&mut b.out_i, sh.nq * K, s)?,
         )
