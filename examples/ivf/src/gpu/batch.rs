@@ -29,14 +29,15 @@ use crate::data::Vectors;
 /// pairs. The full search's items (the index's `chunk_rows`, 512) suit large batches; a
 /// batch of a few queries then has only a few dozen items, one warp each, and the scan takes
 /// as long as one warp's walk through 512 rows. Smaller items spread the same rows over more
-/// warps (1 query, nprobe 8, 1 GiB index on the H100: 414 -> 327 us a batch); for 64
-/// queries they only add candidates to merge (706 -> 771 us), hence the limit. The
-/// neighbours do not change (candidates are ordered by distance, then id). The pull keeps
-/// the index's chunking: its cache counts copied chunks of that size.
+/// warps; the neighbours do not change (candidates are ordered by distance, then id). On the
+/// H100 (1 GiB index, nprobe 8, merge with a block per query) a batch took 243 instead of
+/// 324 us at 16 queries and 483 instead of 516 us at 64; larger batches keep the index's
+/// items (not measured here). The pull keeps the index's chunking: its cache counts copied
+/// chunks of that size.
 const FEW_PAIRS_CHUNK_ROWS: u32 = 64;
 
 /// See [`FEW_PAIRS_CHUNK_ROWS`].
-const FEW_PAIRS: usize = 64;
+const FEW_PAIRS: usize = 512;
 
 /// How a batch's work reaches the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
