@@ -37,6 +37,41 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
     (bd, bi)
 }
 
+/// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
+const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;
+
+/// Each warp's best `nprobe` per query (its lanes' sorted lists `ds`/`is` merged by
+/// shuffles) into shared memory at `(query * COARSE_WARPS + warp) * MAX_NPROBE`.
+#[inline(always)]
+fn warp_lists_to_shared(
+    ds: &[[f32; MAX_NPROBE]; QW],
+    is: &[[u32; MAX_NPROBE]; QW],
+    nprobe: usize,
+    warp: usize,
+    best_d: SharedArray<f32, WARP_LISTS>,
+    best_i: SharedArray<u32, WARP_LISTS>,
+) {
+    let lane = lane_id();
+    for j in 0..QW {
+        let mut head = 0usize;
+        for r in 0..nprobe {
+            let (bd, bi) = warp_min(if head < nprobe {
+                (ds[j][head], is[j][head])
+            } else {
+                (f32::INFINITY, u32::MAX)
+            });
+            // Centroid indices are distinct, so at most one lane holds the winner.
+            if head < nprobe && is[j][head] == bi {
+                head += 1;
+            }
+            if lane == 0 {
+                best_d.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bd);
+                best_i.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bi);
+            }
+        }
+    }
+}
+
 /// `out[(q * slices + s) * nprobe + j]` = the `j`-th nearest to query `q` (ties by index) of
 /// slice `s`'s centroids, where the grid's `y` dimension is `slices` and slice `s` holds the
 /// centroids `c` with `c / COARSE_THREADS % slices == s`. With one slice, `out` is the
@@ -70,8 +105,8 @@ pub fn coarse(
     let warp = thread_idx_x() as usize / 32;
     let q0 = block_idx_x() as usize * QW;
     let staged = shared_array!(f32; QW * MAX_DIM);
-    let best_d = shared_array!(f32; QW * COARSE_WARPS * MAX_NPROBE);
-    let best_i = shared_array!(u32; QW * COARSE_WARPS * MAX_NPROBE);
+    let best_d = shared_array!(f32; WARP_LISTS);
+    let best_i = shared_array!(u32; WARP_LISTS);
     let usable = dim > 0 && dim <= MAX_DIM && nprobe > 0 && centroids_t.len() >= dim * nlist;
     if usable {
         let mut f = thread_idx_x() as usize;
@@ -116,25 +151,7 @@ pub fn coarse(
             c += COARSE_WARPS * 32 * slices;
         }
     }
-    // Each warp's best `nprobe` per query, by shuffles, into shared memory.
-    for j in 0..QW {
-        let mut head = 0usize;
-        for r in 0..nprobe {
-            let (bd, bi) = warp_min(if head < nprobe {
-                (ds[j][head], is[j][head])
-            } else {
-                (f32::INFINITY, u32::MAX)
-            });
-            // Centroid indices are distinct, so at most one lane holds the winner.
-            if head < nprobe && is[j][head] == bi {
-                head += 1;
-            }
-            if lane == 0 {
-                best_d.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bd);
-                best_i.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bi);
-            }
-        }
-    }
+    warp_lists_to_shared(&ds, &is, nprobe, warp, best_d, best_i);
     sync_threads();
     // Warp `j` merges query `j`'s per-warp lists: lane `w < COARSE_WARPS` walks warp `w`'s list.
     if active && warp < QW && q0 + warp < nq {
