@@ -73,26 +73,33 @@ impl TopK {
     pub fn warp_merge(mut self, mut emit: impl FnMut(usize, f32, u32)) {
         let lane = lane_id();
         for j in 0..K {
-            let (mut bd, mut bi, mut bl) = (self.dist[0], self.ids[0], lane);
-            let mut step = 16;
-            while step > 0 {
-                let od = warp::shfl_xor_f32(bd, step);
-                let oi = warp::shfl_xor_u32(bi, step);
-                let ol = warp::shfl_xor_u32(bl, step);
-                // Equal (distance, id) pairs are empty places: the lower lane wins.
-                if before(od, oi, bd, bi) || (od == bd && oi == bi && ol < bl) {
-                    bd = od;
-                    bi = oi;
-                    bl = ol;
-                }
-                step /= 2;
-            }
+            let (bd, bi, bl) = warp_argmin(self.dist[0], self.ids[0]);
             if bl == lane {
                 self.pop_front();
             }
             emit(j, bd, bi);
         }
     }
+}
+
+/// The warp's smallest `(dist, id)` and the lane that holds it, on every lane. Equal pairs
+/// are empty places: the lower lane wins.
+#[inline(always)]
+fn warp_argmin(mut bd: f32, mut bi: u32) -> (f32, u32, u32) {
+    let mut bl = lane_id();
+    let mut step = 16;
+    while step > 0 {
+        let od = warp::shfl_xor_f32(bd, step);
+        let oi = warp::shfl_xor_u32(bi, step);
+        let ol = warp::shfl_xor_u32(bl, step);
+        if before(od, oi, bd, bi) || (od == bd && oi == bi && ol < bl) {
+            bd = od;
+            bi = oi;
+            bl = ol;
+        }
+        step /= 2;
+    }
+    (bd, bi, bl)
 }
 
 /// Merges up to 32 sorted lists of `K` entries into the warp's `K` best: lane `w < lists`
@@ -108,24 +115,12 @@ pub fn merge_sorted_lists(
     let lane = lane_id();
     let mut head = 0usize;
     for j in 0..K {
-        let (mut bd, mut bi) = if (lane as usize) < lists && head < K {
+        let (d, i) = if (lane as usize) < lists && head < K {
             entry(lane as usize, head)
         } else {
             (f32::INFINITY, u32::MAX)
         };
-        let mut bl = lane;
-        let mut step = 16;
-        while step > 0 {
-            let od = warp::shfl_xor_f32(bd, step);
-            let oi = warp::shfl_xor_u32(bi, step);
-            let ol = warp::shfl_xor_u32(bl, step);
-            if before(od, oi, bd, bi) || (od == bd && oi == bi && ol < bl) {
-                bd = od;
-                bi = oi;
-                bl = ol;
-            }
-            step /= 2;
-        }
+        let (bd, bi, bl) = warp_argmin(d, i);
         if bl == lane {
             head += 1;
         }
