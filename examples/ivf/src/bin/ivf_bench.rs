@@ -26,7 +26,9 @@ use lookahead_bench::progress::{progress_bar, ProgressBar};
 use lookahead_bench::stats::{gb_per_s, median, median_range, repeat_after_warmup, Summary};
 use lookahead_bench::table::Table;
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchOutcome, SearchParams};
+use lookahead_ivf::gpu::{
+    assign_on_gpu, vectors_that_fit, GpuIndex, Machinery, SearchOutcome, SearchParams,
+};
 use lookahead_ivf::{cpu, index::IvfLayout};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, ServiceReport};
 
@@ -181,24 +183,18 @@ fn pinned_memcpy_gbps(gpu: &Gpu) -> lookahead::Result<f64> {
     Ok(bytes as f64 / median(&times?).unwrap_or(f64::NAN) / 1e9)
 }
 
-/// How many vectors make a `--gib` index, refused when it would not fit in the GPU's free
-/// memory with 2 GiB to spare.
-fn vectors_that_fit(gpu: &Gpu, args: &Args) -> lookahead::Result<usize> {
-    let (free, _) = gpu.memory_info()?;
-    let want = (args.gib * GIB) as usize;
-    if want + (2usize << 30) > free {
-        eprintln!(
-            "error: a {:.1} GiB index does not fit in {:.1} GiB of free GPU memory; lower --gib",
-            args.gib,
-            free as f64 / GIB
-        );
-        return Err(Error::OutOfMemory {
-            during: "ivf_bench",
-            requested: want,
-            available: free,
-        });
-    }
-    Ok(want / (args.dim * 4))
+/// How many vectors make a `--gib` index, refused (with a message saying what to lower) when
+/// it would not fit in the GPU's free memory with 2 GiB to spare.
+fn index_vectors(gpu: &Gpu, args: &Args) -> lookahead::Result<usize> {
+    vectors_that_fit(gpu, args.gib, args.dim, "ivf_bench").inspect_err(|e| {
+        if let Error::OutOfMemory { available, .. } = e {
+            eprintln!(
+                "error: a {:.1} GiB index does not fit in {:.1} GiB of free GPU memory; lower --gib",
+                args.gib,
+                *available as f64 / GIB
+            );
+        }
+    })
 }
 
 /// The data set and the index built from it in managed memory.
@@ -460,7 +456,7 @@ fn recall_note(
 }
 
 fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
-    let n = vectors_that_fit(gpu, args)?;
+    let n = index_vectors(gpu, args)?;
     let header = RunHeader::for_gpu(gpu)?;
     print!("{}", header.markdown());
     let mut built = build_index(gpu, args, n)?;

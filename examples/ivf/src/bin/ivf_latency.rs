@@ -14,13 +14,15 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lookahead::{Error, Gpu};
+use lookahead::Gpu;
 use lookahead_bench::args::{at_least, at_most, float_range, in_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use lookahead_bench::table::Table;
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, BatchSearch, GpuIndex, Machinery, SearchParams, Submit};
+use lookahead_ivf::gpu::{
+    assign_on_gpu, vectors_that_fit, BatchSearch, GpuIndex, Machinery, SearchParams, Submit,
+};
 use lookahead_ivf::{cpu, index::IvfLayout};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -403,15 +405,7 @@ fn markdown(header: &RunHeader, args: &Args, rows: &[Row]) -> String {
 /// The data set and the index (lists in managed memory), refused when it would not fit in
 /// the GPU's free memory with 2 GiB to spare.
 fn build_index(gpu: &Gpu, args: &Args) -> Res<(Clusters, GpuIndex)> {
-    let (free, _) = gpu.memory_info()?;
-    let want = (args.gib * (1u64 << 30) as f64) as usize;
-    if want + (2usize << 30) > free {
-        return Err(Box::new(Error::OutOfMemory {
-            during: "ivf_latency",
-            requested: want,
-            available: free,
-        }));
-    }
+    let n = vectors_that_fit(gpu, args.gib, args.dim, "ivf_latency")?;
     let spec = Clusters {
         dim: args.dim,
         clusters: args.nlist,
@@ -419,7 +413,7 @@ fn build_index(gpu: &Gpu, args: &Args) -> Res<(Clusters, GpuIndex)> {
         sigma: 1.0,
         seed: args.seed,
     };
-    let data = spec.points(want / (args.dim * 4), 0, None);
+    let data = spec.points(n, 0, None);
     let sample = spec.points(args.nlist * 32, 1, None);
     let centroids = cpu::kmeans_with(&sample, args.nlist, 6, args.seed, |c, v| {
         assign_on_gpu(gpu, c, v)

@@ -418,6 +418,25 @@ impl GpuIndex {
     }
 }
 
+/// Device memory an index's benchmark leaves free beside its lists.
+pub const INDEX_HEADROOM: usize = 2 << 30;
+
+/// How many vectors of `dim` floats make an index of `gib` GiB of list vectors, or
+/// [`Error::OutOfMemory`] (naming `during`) when that would leave less than
+/// [`INDEX_HEADROOM`] of the GPU's free memory.
+pub fn vectors_that_fit(gpu: &Gpu, gib: f64, dim: usize, during: &'static str) -> Result<usize> {
+    let (free, _) = gpu.memory_info()?;
+    let want = (gib * (1u64 << 30) as f64) as usize;
+    if want + INDEX_HEADROOM > free {
+        return Err(Error::OutOfMemory {
+            during,
+            requested: want,
+            available: free,
+        });
+    }
+    Ok(want / (dim * 4))
+}
+
 /// The list of every vector (its nearest centroid), computed on the GPU with the coarse
 /// kernel, a million vectors at a time.
 pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec<u32>> {
