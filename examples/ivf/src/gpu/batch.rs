@@ -12,12 +12,12 @@
 //! prefetches and advice inside a capture (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, see
 //! `docs/graphs.md`).
 
-use cudarc::driver::{result, sys, CudaStream};
+use cudarc::driver::{result, sys, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 use ivf_kernels::{HINT_NONE, K, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS};
 use lookahead::graph::Graph;
 use lookahead::launch::LaunchConfig;
 use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
-use lookahead::{DriverContext, Error, Result};
+use lookahead::{DriverContext, Error, Gpu, Result};
 use lookahead_uvm::{Policy, RingQueue};
 
 use super::buffers::Capacity;
@@ -48,39 +48,20 @@ pub enum Submit {
     Graph,
 }
 
-/// Page-locked host memory of `len` elements of `T`, for the batch's copies.
-struct Pinned<T> {
-    ptr: *mut T,
+/// `len` elements of page-locked host memory, zeroed, for the batch's copies (not
+/// write-combined: the host reads the results back).
+fn pinned<T: DeviceRepr + ValidAsZeroBits + Default + Copy>(
+    gpu: &Gpu,
     len: usize,
-}
-
-impl<T: Copy + Default> Pinned<T> {
-    fn new(len: usize) -> Result<Self> {
-        let bytes = len.max(1) * std::mem::size_of::<T>();
-        // SAFETY: a plain allocation, freed in `drop`.
-        let ptr = unsafe { result::malloc_host(bytes, 0) }.during_alloc("cuMemHostAlloc", bytes)?;
-        let ptr = ptr as *mut T;
-        // SAFETY: `len` elements were just allocated; `T: Copy` has no drop.
-        unsafe { std::slice::from_raw_parts_mut(ptr, len).fill(T::default()) };
-        Ok(Pinned { ptr, len })
-    }
-
-    fn slice(&self) -> &[T] {
-        // SAFETY: `len` initialised elements, alive as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    fn slice_mut(&mut self) -> &mut [T] {
-        // SAFETY: as in `slice`, borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl<T> Drop for Pinned<T> {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `cuMemHostAlloc` in `new`; its stream work was waited for.
-        unsafe { result::free_host(self.ptr as *mut std::ffi::c_void) }.ok();
-    }
+) -> Result<PinnedHostSlice<T>> {
+    let bytes = len * std::mem::size_of::<T>();
+    // SAFETY: every element is written (zeroed) below before anything reads it.
+    let mut host = unsafe { gpu.context().alloc_pinned_with_flags::<T>(len, 0) }
+        .during_alloc("cuMemHostAlloc", bytes)?;
+    host.as_mut_slice()
+        .during("cuEventSynchronize")?
+        .fill(T::default());
+    Ok(host)
 }
 
 /// A captured graph, the buffers its addresses are of, and the batch size its kernel nodes
@@ -99,9 +80,9 @@ pub struct BatchSearch {
     chunk_rows: (u32, u32),
     capacity: usize,
     dim: usize,
-    queries: Pinned<f32>,
-    out_d: Pinned<f32>,
-    out_i: Pinned<u32>,
+    queries: PinnedHostSlice<f32>,
+    out_d: PinnedHostSlice<f32>,
+    out_i: PinnedHostSlice<u32>,
     graph: Option<Captured>,
 }
 
@@ -135,27 +116,19 @@ impl GpuIndex {
         }
         self.prepare(params.policy)?;
         let dim = self.layout.dim;
-        let full = Vectors {
-            dim,
-            data: vec![0.0; capacity * dim],
-        };
         let chunk_rows = match params.policy {
             Policy::GpuPull => (self.chunk_rows, self.chunk_rows),
             _ => (FEW_PAIRS_CHUNK_ROWS.min(self.chunk_rows), self.chunk_rows),
         };
-        // Room for the most items either chunking makes.
-        let few = Vectors {
-            dim,
-            data: vec![0.0; (FEW_PAIRS / params.nprobe.max(1)).clamp(1, capacity) * dim],
-        };
-        let small = self.shape_chunked(&few, params, chunk_rows.0)?;
-        let shape = self.shape_chunked(&full, params, chunk_rows.1)?;
+        let shape = self.shape_of(capacity, params, chunk_rows.1)?;
+        // The largest batch that scans the small items.
+        let few = (FEW_PAIRS / shape.nprobe).clamp(1, capacity);
+        let small = self.shape_of(few, params, chunk_rows.0)?;
         // Room for the most items either chunking makes, and for the coarse slices of every
         // batch size.
         let mut need = Capacity::of(&shape);
         need.items = need.items.max(small.items);
-        let sms = self.gpu.capabilities()?.sm_count as usize;
-        let (nlist, nprobe) = (shape.nlist, shape.nprobe);
+        let (nlist, nprobe, sms) = (shape.nlist, shape.nprobe, shape.sms);
         need.coarse = (1..=capacity)
             .map(|nq| nq * nprobe * ivf_kernels::coarse_slices(nq, nlist, nprobe, sms))
             .max()
@@ -166,9 +139,9 @@ impl GpuIndex {
             chunk_rows,
             capacity,
             dim,
-            queries: Pinned::new(capacity * dim)?,
-            out_d: Pinned::new(capacity * K)?,
-            out_i: Pinned::new(capacity * K)?,
+            queries: pinned(&self.gpu, capacity * dim)?,
+            out_d: pinned(&self.gpu, capacity * K)?,
+            out_i: pinned(&self.gpu, capacity * K)?,
             graph: None,
         })
     }
@@ -191,15 +164,16 @@ impl GpuIndex {
                 ),
             });
         }
-        batch.queries.slice_mut()[..queries.data.len()].copy_from_slice(&queries.data);
+        let staged = batch.queries.as_mut_slice().during("cuEventSynchronize")?;
+        staged[..queries.data.len()].copy_from_slice(&queries.data);
         match submit {
             Submit::Launches => self.batch_by_launches(batch, queries)?,
             Submit::Graph => self.batch_by_graph(batch, queries)?,
         }
         self.stream.synchronize().during("cuStreamSynchronize")?;
         let (dist, ids) = (
-            batch.out_d.slice()[..nq * K].to_vec(),
-            batch.out_i.slice()[..nq * K].to_vec(),
+            batch.out_d.as_slice().during("cuEventSynchronize")?[..nq * K].to_vec(),
+            batch.out_i.as_slice().during("cuEventSynchronize")?[..nq * K].to_vec(),
         );
         if let Some(at) = ids.iter().position(|&i| i == POISON_ID) {
             return Err(Error::UnwrittenOutput {
@@ -210,29 +184,28 @@ impl GpuIndex {
         Ok((dist, ids))
     }
 
-    /// The shape of a batch of `queries`, and the rows of its work items.
-    fn batch_shape(&self, batch: &BatchSearch, queries: &Vectors) -> Result<(Shape, u32)> {
-        let few = self.shape(queries, batch.params)?.pairs <= FEW_PAIRS;
+    /// The shape of a batch of `nq` queries: the index's work items, or smaller ones for few
+    /// (query, list) pairs.
+    fn batch_shape(&self, batch: &BatchSearch, nq: usize) -> Result<Shape> {
         let (small, large) = batch.chunk_rows;
-        let chunk_rows = if few { small } else { large };
-        Ok((
-            self.shape_chunked(queries, batch.params, chunk_rows)?,
-            chunk_rows,
-        ))
+        let shape = self.shape_of(nq, batch.params, large)?;
+        if shape.pairs <= FEW_PAIRS && small != large {
+            return self.shape_of(nq, batch.params, small);
+        }
+        Ok(shape)
     }
 
     fn batch_by_launches(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let (shape, chunk_rows) = self.batch_shape(batch, queries)?;
+        let shape = self.batch_shape(batch, queries.len())?;
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
-        run.chunk_rows = chunk_rows;
         run.batch_inputs(&batch.queries, shape.nq)?;
         run.batch_kernels(batch.params, scan_blocks)?;
         run.batch_outputs(&mut batch.out_d, &mut batch.out_i, shape.nq)
     }
 
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let (shape, chunk_rows) = self.batch_shape(batch, queries)?;
+        let shape = self.batch_shape(batch, queries.len())?;
         let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
         if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
             // The buffers were reallocated by a larger search: capture again.
@@ -240,7 +213,6 @@ impl GpuIndex {
         }
         let stream = self.stream.clone();
         let mut run = self.begin(shape);
-        run.chunk_rows = chunk_rows;
         match &mut batch.graph {
             None => {
                 let (graph, ()) = Graph::capture(&stream, || {
@@ -282,10 +254,11 @@ impl GpuIndex {
 impl Search<'_> {
     /// The first `rows` queries up from pinned memory; their outputs poisoned, the
     /// readiness codes and the pull's counters cleared.
-    fn batch_inputs(&mut self, queries: &Pinned<f32>, rows: usize) -> Result<()> {
+    fn batch_inputs(&mut self, queries: &PinnedHostSlice<f32>, rows: usize) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
         let q = UM::prefix(&mut self.b.queries, rows * sh.dim, s)?;
-        copy_to_device(q.device_ptr(), &queries.slice()[..rows * sh.dim], s)?;
+        let host = queries.as_slice().during("cuEventSynchronize")?;
+        copy_to_device(q.device_ptr(), &host[..rows * sh.dim], s)?;
         self.poison_outputs(rows)?;
         self.clear_pull_work()
     }
@@ -317,15 +290,17 @@ impl Search<'_> {
     /// The first `rows` queries' results down into pinned memory.
     fn batch_outputs(
         &mut self,
-        out_d: &mut Pinned<f32>,
-        out_i: &mut Pinned<u32>,
+        out_d: &mut PinnedHostSlice<f32>,
+        out_i: &mut PinnedHostSlice<u32>,
         rows: usize,
     ) -> Result<()> {
         let (s, words) = (self.s, rows * K);
         let d = U::prefix(&self.b.out_d, words, s)?;
-        copy_to_host(&mut out_d.slice_mut()[..words], d.device_ptr(), s)?;
+        let host_d = out_d.as_mut_slice().during("cuEventSynchronize")?;
+        copy_to_host(&mut host_d[..words], d.device_ptr(), s)?;
         let i = U::prefix(&self.b.out_i, words, s)?;
-        copy_to_host(&mut out_i.slice_mut()[..words], i.device_ptr(), s)
+        let host_i = out_i.as_mut_slice().during("cuEventSynchronize")?;
+        copy_to_host(&mut host_i[..words], i.device_ptr(), s)
     }
 }
 

@@ -42,6 +42,8 @@ pub(super) struct Shape {
     pub(super) slices: usize,
     /// The GPU's SMs (the merge's launch depends on them).
     pub(super) sms: usize,
+    /// Rows of a scan work item.
+    pub(super) chunk_rows: u32,
 }
 
 /// What one search works on: the index's parts, borrowed each on its own, and the shape.
@@ -55,7 +57,6 @@ pub(super) struct Search<'a> {
     pull: &'a mut PullCache,
     pub(super) b: &'a mut Buffers,
     pub(super) shape: Shape,
-    pub(super) chunk_rows: u32,
 }
 
 /// Four events: before coarse, before the scan (after the policy's host work), after the
@@ -125,16 +126,6 @@ impl GpuIndex {
 
     /// The shape of a search of `queries` with `params`, checked against the index.
     pub(super) fn shape(&self, queries: &Vectors, params: SearchParams) -> Result<Shape> {
-        self.shape_chunked(queries, params, self.chunk_rows)
-    }
-
-    /// [`GpuIndex::shape`] for work items of `chunk_rows` rows.
-    pub(super) fn shape_chunked(
-        &self,
-        queries: &Vectors,
-        params: SearchParams,
-        chunk_rows: u32,
-    ) -> Result<Shape> {
         let dim = self.layout.dim;
         if queries.dim != dim {
             return Err(Error::InvalidRange {
@@ -144,24 +135,35 @@ impl GpuIndex {
                 reason: "queries have a different dimension than the index",
             });
         }
-        let (nq, nlist) = (queries.len(), self.layout.nlist());
+        self.shape_of(queries.len(), params, self.chunk_rows)
+    }
+
+    /// The shape of a search of `nq` queries of the index's dimension, with work items of
+    /// `chunk_rows` rows.
+    pub(super) fn shape_of(
+        &self,
+        nq: usize,
+        params: SearchParams,
+        chunk_rows: u32,
+    ) -> Result<Shape> {
+        let nlist = self.layout.nlist();
         let nprobe = params.nprobe.clamp(1, ivf_kernels::MAX_NPROBE.min(nlist));
         let pairs = nq * nprobe;
         let sms = self.gpu.capabilities()?.sm_count as usize;
         Ok(Shape {
             slices: ivf_kernels::coarse_slices(nq, nlist, nprobe, sms),
             sms,
+            chunk_rows,
             nq,
             nprobe,
             pairs,
             items: ivf_kernels::max_items(pairs, self.max_list_len, chunk_rows),
             nlist,
-            dim,
+            dim: self.layout.dim,
         })
     }
 
     pub(super) fn begin(&mut self, shape: Shape) -> Search<'_> {
-        let chunk_rows = self.chunk_rows;
         let GpuIndex {
             stream,
             layout,
@@ -183,7 +185,6 @@ impl GpuIndex {
             pull,
             b: buffers.as_mut().expect("allocated before the search"),
             shape,
-            chunk_rows,
         }
     }
 }
@@ -311,7 +312,7 @@ impl Search<'_> {
             offsets: &offsets,
             ids: &ids,
             dim: sh.dim as u32,
-            chunk_rows: self.chunk_rows,
+            chunk_rows: self.shape.chunk_rows,
         };
         let pull = PullPlanArgs {
             copied: &mut UM::new(&mut self.pull.copied, s),
@@ -397,7 +398,7 @@ impl Search<'_> {
                 offsets: &offsets,
                 ids: &ids,
                 dim: sh.dim as u32,
-                chunk_rows: self.chunk_rows,
+                chunk_rows: self.shape.chunk_rows,
             },
             BatchArgs {
                 queries: &queries,
@@ -468,7 +469,7 @@ impl Search<'_> {
                 offsets: &offsets,
                 ids: &ids,
                 dim: sh.dim as u32,
-                chunk_rows: self.chunk_rows,
+                chunk_rows: self.shape.chunk_rows,
             },
             BatchArgs {
                 queries: &queries,
