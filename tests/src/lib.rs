@@ -17,6 +17,20 @@ pub mod rust_cuda_kernels_ptx {
     include!(concat!(env!("OUT_DIR"), "/rust_cuda_kernels_ptx.rs"));
 }
 
+/// `n` values in [-1, 1) from a xorshift generator seeded with `seed`: the GPU tests' inputs,
+/// reproducible from the seed.
+pub fn input(seed: u32, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
 /// Runs `ptxas -arch=sm_XX` on every module of `modules` (written to a temporary folder as
 /// `<name>.sm_XX.ptx`) and panics with ptxas's message on the first it refuses.
 pub fn assert_ptxas_accepts(name: &str, modules: &[(u32, &str)]) {

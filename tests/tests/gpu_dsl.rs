@@ -8,23 +8,12 @@
 use cudarc::driver::{CudaSlice, UnifiedSlice};
 use lookahead::launch::LaunchConfig;
 use lookahead::{Error, Gpu};
+use lookahead_tests::input;
 
 const N: usize = (1 << 20) + 37; // not a multiple of the block or tile size
 
 fn gpu() -> Gpu {
     Gpu::new(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
-}
-
-fn input(seed: u32, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect()
 }
 
 fn dev(gpu: &Gpu, v: &[f32]) -> CudaSlice<f32> {

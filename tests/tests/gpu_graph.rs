@@ -11,23 +11,12 @@ use lookahead::graph::Graph;
 use lookahead::launch::LaunchConfig;
 use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
 use lookahead::{Error, Gpu, Result};
+use lookahead_tests::input;
 
 const N: usize = (1 << 18) + 37;
 
 fn gpu() -> Gpu {
     Gpu::new(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
-}
-
-fn input(seed: u32, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect()
 }
 
 /// `y[..n] += a * x[..n]` as a typed, untracked launch on `s`.
