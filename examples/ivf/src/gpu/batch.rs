@@ -12,12 +12,12 @@
 //! prefetches and advice inside a capture (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, see
 //! `docs/graphs.md`).
 
-use cudarc::driver::{result, sys, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
+use cudarc::driver::{result, sys, CudaStream};
 use ivf_kernels::{HINT_NONE, K, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS};
 use lookahead::graph::Graph;
 use lookahead::launch::LaunchConfig;
 use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
-use lookahead::{DriverContext, Error, Gpu, Result};
+use lookahead::{DriverContext, Error, Result};
 use lookahead_uvm::{Policy, RingQueue};
 
 use super::buffers::Capacity;
@@ -48,20 +48,41 @@ pub enum Submit {
     Graph,
 }
 
-/// `len` elements of page-locked host memory, zeroed, for the batch's copies (not
-/// write-combined: the host reads the results back).
-fn pinned<T: DeviceRepr + ValidAsZeroBits + Default + Copy>(
-    gpu: &Gpu,
+/// Page-locked host memory of `len` elements of `T`, for the batch's copies. Not cudarc's
+/// `PinnedHostSlice`: its accessors synchronise an event, which the driver refuses while the
+/// stream is being captured (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, seen on the H100).
+struct Pinned<T> {
+    ptr: *mut T,
     len: usize,
-) -> Result<PinnedHostSlice<T>> {
-    let bytes = len * std::mem::size_of::<T>();
-    // SAFETY: every element is written (zeroed) below before anything reads it.
-    let mut host = unsafe { gpu.context().alloc_pinned_with_flags::<T>(len, 0) }
-        .during_alloc("cuMemHostAlloc", bytes)?;
-    host.as_mut_slice()
-        .during("cuEventSynchronize")?
-        .fill(T::default());
-    Ok(host)
+}
+
+impl<T: Copy + Default> Pinned<T> {
+    fn new(len: usize) -> Result<Self> {
+        let bytes = len.max(1) * std::mem::size_of::<T>();
+        // SAFETY: a plain allocation, freed in `drop`.
+        let ptr = unsafe { result::malloc_host(bytes, 0) }.during_alloc("cuMemHostAlloc", bytes)?;
+        let ptr = ptr as *mut T;
+        // SAFETY: `len` elements were just allocated; `T: Copy` has no drop.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len).fill(T::default()) };
+        Ok(Pinned { ptr, len })
+    }
+
+    fn slice(&self) -> &[T] {
+        // SAFETY: `len` initialised elements, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn slice_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `slice`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T> Drop for Pinned<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `cuMemHostAlloc` in `new`; its stream work was waited for.
+        unsafe { result::free_host(self.ptr as *mut std::ffi::c_void) }.ok();
+    }
 }
 
 /// A captured graph, the buffers its addresses are of, and the batch size its kernel nodes
@@ -80,9 +101,9 @@ pub struct BatchSearch {
     chunk_rows: (u32, u32),
     capacity: usize,
     dim: usize,
-    queries: PinnedHostSlice<f32>,
-    out_d: PinnedHostSlice<f32>,
-    out_i: PinnedHostSlice<u32>,
+    queries: Pinned<f32>,
+    out_d: Pinned<f32>,
+    out_i: Pinned<u32>,
     graph: Option<Captured>,
 }
 
@@ -139,9 +160,9 @@ impl GpuIndex {
             chunk_rows,
             capacity,
             dim,
-            queries: pinned(&self.gpu, capacity * dim)?,
-            out_d: pinned(&self.gpu, capacity * K)?,
-            out_i: pinned(&self.gpu, capacity * K)?,
+            queries: Pinned::new(capacity * dim)?,
+            out_d: Pinned::new(capacity * K)?,
+            out_i: Pinned::new(capacity * K)?,
             graph: None,
         })
     }
@@ -164,16 +185,15 @@ impl GpuIndex {
                 ),
             });
         }
-        let staged = batch.queries.as_mut_slice().during("cuEventSynchronize")?;
-        staged[..queries.data.len()].copy_from_slice(&queries.data);
+        batch.queries.slice_mut()[..queries.data.len()].copy_from_slice(&queries.data);
         match submit {
             Submit::Launches => self.batch_by_launches(batch, queries)?,
             Submit::Graph => self.batch_by_graph(batch, queries)?,
         }
         self.stream.synchronize().during("cuStreamSynchronize")?;
         let (dist, ids) = (
-            batch.out_d.as_slice().during("cuEventSynchronize")?[..nq * K].to_vec(),
-            batch.out_i.as_slice().during("cuEventSynchronize")?[..nq * K].to_vec(),
+            batch.out_d.slice()[..nq * K].to_vec(),
+            batch.out_i.slice()[..nq * K].to_vec(),
         );
         if let Some(at) = ids.iter().position(|&i| i == POISON_ID) {
             return Err(Error::UnwrittenOutput {
@@ -254,11 +274,10 @@ impl GpuIndex {
 impl Search<'_> {
     /// The first `rows` queries up from pinned memory; their outputs poisoned, the
     /// readiness codes and the pull's counters cleared.
-    fn batch_inputs(&mut self, queries: &PinnedHostSlice<f32>, rows: usize) -> Result<()> {
+    fn batch_inputs(&mut self, queries: &Pinned<f32>, rows: usize) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
         let q = UM::prefix(&mut self.b.queries, rows * sh.dim, s)?;
-        let host = queries.as_slice().during("cuEventSynchronize")?;
-        copy_to_device(q.device_ptr(), &host[..rows * sh.dim], s)?;
+        copy_to_device(q.device_ptr(), &queries.slice()[..rows * sh.dim], s)?;
         self.poison_outputs(rows)?;
         self.clear_pull_work()
     }
@@ -290,17 +309,15 @@ impl Search<'_> {
     /// The first `rows` queries' results down into pinned memory.
     fn batch_outputs(
         &mut self,
-        out_d: &mut PinnedHostSlice<f32>,
-        out_i: &mut PinnedHostSlice<u32>,
+        out_d: &mut Pinned<f32>,
+        out_i: &mut Pinned<u32>,
         rows: usize,
     ) -> Result<()> {
         let (s, words) = (self.s, rows * K);
         let d = U::prefix(&self.b.out_d, words, s)?;
-        let host_d = out_d.as_mut_slice().during("cuEventSynchronize")?;
-        copy_to_host(&mut host_d[..words], d.device_ptr(), s)?;
+        copy_to_host(&mut out_d.slice_mut()[..words], d.device_ptr(), s)?;
         let i = U::prefix(&self.b.out_i, words, s)?;
-        let host_i = out_i.as_mut_slice().during("cuEventSynchronize")?;
-        copy_to_host(&mut host_i[..words], i.device_ptr(), s)
+        copy_to_host(&mut out_i.slice_mut()[..words], i.device_ptr(), s)
     }
 }
 
