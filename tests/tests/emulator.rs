@@ -677,22 +677,42 @@ fn trace_records_direct_prefetches_without_an_iteration() {
 // ---- level = auto, targets of the loop variable, and request queues on managed memory ----
 
 #[test]
-fn auto_kernels_run_the_hinted_body_here_and_launch_variant_runs_either() {
-    use ptx_kernels::pf_auto::{self, Variant};
+fn auto_kernels_run_each_candidate_once_here_then_l2_and_launch_variant_runs_any() {
+    use ptx_kernels::pf_auto::{self, Hint, Variant};
     let mut rng = Rng::fresh("auto");
     let n = 1000;
     let x = rng.f32s(n);
     let want: f32 = x.iter().sum();
     let cfg = LaunchConfig::new((2, 1, 1), (32, 1, 1)); // stride 64
     let emu = traced();
-    assert_eq!(pf_auto::HINTED_NAME, "pf_auto__hinted");
-    assert_eq!(pf_auto::auto_choice(&emu), Some(Variant::Hinted));
+    let l2 = Variant::new(Hint::L2, 0);
+    let evict_last = Variant::new(Hint::L2EvictLast, 0);
+    assert_eq!(pf_auto::CANDIDATES, [Variant::PLAIN, l2, evict_last]);
+    assert_eq!(
+        pf_auto::ENTRIES,
+        [
+            (Hint::None, "pf_auto"),
+            (Hint::L2, "pf_auto__l2"),
+            (Hint::L2EvictLast, "pf_auto__l2_evict_last")
+        ]
+    );
+    assert_eq!(pf_auto::auto_choice(&emu), Some(l2));
 
-    let mut out = vec![0.0f32; 1];
-    pf_auto::launch(&emu, cfg, &x, &mut out).unwrap();
-    assert!(close(out[0], want, 1e-4), "{} vs {want}", out[0]);
-    let hinted = emu.take_prefetch_trace();
+    // Launches 1 to 3 run l2, evict_last and plain; later ones l2.
+    let mut traces = Vec::new();
+    for _ in 0..4 {
+        let mut out = vec![0.0f32; 1];
+        pf_auto::launch(&emu, cfg, &x, &mut out).unwrap();
+        assert!(close(out[0], want, 1e-4), "{} vs {want}", out[0]);
+        traces.push(emu.take_prefetch_trace());
+    }
+    let hinted = traces[0].clone();
     assert!(hinted.iter().all(|r| r.instruction == Instruction::L2));
+    assert!(traces[1]
+        .iter()
+        .all(|r| r.instruction == Instruction::L2EvictLast));
+    assert!(!traces[1].is_empty() && traces[2].is_empty());
+    assert_eq!(traces[3], hinted);
     let want_trace: Vec<_> = {
         let mut v: Vec<_> = (0..n - 256).map(|i| (Some(i), i + 256)).collect();
         v.sort();
@@ -703,7 +723,7 @@ fn auto_kernels_run_the_hinted_body_here_and_launch_variant_runs_either() {
     assert_eq!(got, want_trace, "4 grid strides ahead, never past the end");
 
     let mut out = vec![0.0f32; 1];
-    pf_auto::launch_variant(Variant::Plain, &emu, cfg, &x, &mut out).unwrap();
+    pf_auto::launch_variant(Variant::PLAIN, &emu, cfg, &x, &mut out).unwrap();
     assert!(close(out[0], want, 1e-4), "{} vs {want}", out[0]);
     assert!(
         emu.take_prefetch_trace().is_empty(),
@@ -711,9 +731,33 @@ fn auto_kernels_run_the_hinted_body_here_and_launch_variant_runs_either() {
     );
 
     let mut out = vec![0.0f32; 1];
-    pf_auto::launch_variant(Variant::Hinted, &emu, cfg, &x, &mut out).unwrap();
+    pf_auto::launch_variant(l2, &emu, cfg, &x, &mut out).unwrap();
     assert!(close(out[0], want, 1e-4));
     assert_eq!(emu.take_prefetch_trace(), hinted);
+    let bulk = Variant::new(Hint::Bulk, 0);
+    let e = pf_auto::launch_variant(bulk, &emu, cfg, &x, &mut out).unwrap_err();
+    assert!(e.to_string().contains("plain, l2, l2_evict_last"), "{e}");
+}
+
+#[test]
+fn distance_auto_is_the_launch_s_distance_clamped_to_the_loop_s_range() {
+    use ptx_kernels::pf_tuned::{self, Hint, Variant};
+    let x = vec![1.0f32; 64 * 40];
+    let cfg = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let emu = traced();
+    let ds: Vec<u32> = pf_tuned::CANDIDATES.iter().map(|v| v.distance).collect();
+    assert_eq!(ds, [0, 2, 4, 8, 2, 4, 8]);
+    for (asked, used) in [(2, 2), (8, 8), (1, 2), (100, 8)] {
+        let mut out = vec![0.0f32; 1];
+        pf_tuned::launch_variant(Variant::new(Hint::L2, asked), &emu, cfg, &x, &mut out).unwrap();
+        assert_eq!(out[0], 40.0);
+        let first = emu
+            .take_prefetch_trace()
+            .into_iter()
+            .find(|r| r.iteration == Some(0));
+        let chunk = (first.unwrap().address - x.as_ptr() as usize) / (64 * 4);
+        assert_eq!(chunk, used, "distance {asked}");
+    }
 }
 
 #[test]

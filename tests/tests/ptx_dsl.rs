@@ -173,7 +173,7 @@ fn managed_memory_gets_the_l2_prefetch_whatever_the_level() {
 }
 
 #[test]
-fn level_auto_compiles_two_entries_and_only_the_hinted_one_prefetches() {
+fn level_auto_compiles_an_entry_per_level_and_only_those_prefetch() {
     for cc in ARCHS {
         let plain = body(cc, "pf_auto");
         assert!(
@@ -181,18 +181,57 @@ fn level_auto_compiles_two_entries_and_only_the_hinted_one_prefetches() {
             "sm_{cc}: pf_auto must not prefetch"
         );
         assert!(
-            in_loop(cc, "pf_auto__hinted", "prefetch.global.L2 ["),
-            "sm_{cc}: the hinted entry prefetches inside its loop"
+            in_loop(cc, "pf_auto__l2", "prefetch.global.L2 ["),
+            "sm_{cc}: the l2 entry prefetches inside its loop"
         );
-        assert!(!body(cc, "pf_auto__hinted").contains("prefetch.global.L1"));
-        // Same parameters: the launcher passes the same arguments to either entry.
+        // Before sm_80 the evict_last candidate falls back to plain `prefetch.global.L2`.
+        let evict_last = if cc >= 80 {
+            "prefetch.global.L2::evict_last ["
+        } else {
+            "prefetch.global.L2 ["
+        };
+        assert!(
+            in_loop(cc, "pf_auto__l2_evict_last", evict_last),
+            "sm_{cc}: the evict_last entry prefetches inside its loop"
+        );
+        assert!(!body(cc, "pf_auto__l2").contains("prefetch.global.L1"));
+        // Same parameters, the distance last: the launcher passes the same arguments to any.
         let sig = |k: &str| {
             let text = module(cc);
             let start = text.find(&format!(".entry {k}(")).unwrap();
             let end = start + text[start..].find(')').unwrap();
-            text[start..end].replace("pf_auto__hinted", "pf_auto")
+            text[start..end].replace(k, "K")
         };
-        assert_eq!(sig("pf_auto"), sig("pf_auto__hinted"), "sm_{cc}");
+        for k in ["pf_auto__l2", "pf_auto__l2_evict_last"] {
+            assert_eq!(sig("pf_auto"), sig(k), "sm_{cc} {k}");
+        }
+        assert!(
+            sig("pf_auto").trim_end().ends_with(".u32 K_param_4"),
+            "sm_{cc}: {}",
+            sig("pf_auto")
+        );
+        // `distance = auto`: the distance is read from that parameter and multiplies the
+        // chunk size in the loop.
+        assert!(
+            in_loop(cc, "pf_tuned__l2", "prefetch.global.L2 ["),
+            "sm_{cc}"
+        );
+        let bulk = if cc >= 90 {
+            "cp.async.bulk.prefetch.L2.global ["
+        } else {
+            "prefetch.global.L2 ["
+        };
+        assert!(in_loop(cc, "pf_tuned__bulk", bulk), "sm_{cc}");
+        let b = body(cc, "pf_tuned__bulk");
+        assert!(
+            b.contains("[pf_tuned__bulk_param_4]"),
+            "sm_{cc}: the distance is read"
+        );
+        assert!(
+            b.contains("max.u32") && b.contains("min.u32"),
+            "sm_{cc}: clamped to 2..=8"
+        );
+        assert!(!body(cc, "pf_tuned").contains("prefetch"), "sm_{cc}");
     }
 }
 

@@ -9,7 +9,7 @@ use syn::spanned::Spanned;
 use syn::{Attribute, Block, Expr, Ident, ItemFn, Meta, Path, ReturnType, Token};
 
 use crate::params::{args_ident, classify, memory, Param};
-use crate::prefetch::{rewrite_body, AutoMode};
+use crate::prefetch::{distance_param, rewrite_body, AutoMode, AutoSummary, Level};
 
 #[derive(Default)]
 struct Options {
@@ -245,11 +245,14 @@ fn combine(errs: Vec<syn::Error>) -> Option<syn::Error> {
 
 /// A parsed and checked `#[kernel]`.
 struct Kernel {
-    /// The function; its body is the one with every `#[prefetch_next]` loop rewritten (the
-    /// hinted body, for a kernel with `level = auto` loops).
+    /// The function; its body is the one with every `#[prefetch_next]` loop rewritten (for
+    /// a kernel with `level = auto` loops, the plain entry's: those loops do not prefetch).
     f: ItemFn,
-    /// For `level = auto`: the body whose `level = auto` loops do not prefetch.
-    plain_block: Option<Block>,
+    /// For `level = auto`: one body per candidate level, its `level = auto` loops
+    /// prefetching at that level.
+    hinted: Vec<(Level, Block)>,
+    /// For `level = auto`: the distances its `distance = auto` loops try (empty: none).
+    distances: Vec<u64>,
     params: Vec<Param>,
     opts: Options,
 }
@@ -278,23 +281,35 @@ fn parse_kernel(attr: TokenStream, item: TokenStream) -> syn::Result<Kernel> {
         }
     }
     errs.extend(check_length_rules(&opts, &params));
-    let mut plain_block = f.block.clone();
-    let (loop_errs, auto) = rewrite_body(&mut f.block, AutoMode::Hinted);
+    let written = f.block.clone();
+    let (
+        loop_errs,
+        AutoSummary {
+            found,
+            levels,
+            distances,
+        },
+    ) = rewrite_body(&mut f.block, AutoMode::Entry(None));
     errs.extend(loop_errs);
     if let Some(e) = combine(errs) {
         return Err(e);
     }
     let names: Vec<Ident> = params.iter().map(|p| p.name.clone()).collect();
     crate::updates::instrument(&mut f.block, &names);
-    let plain_block = auto.then(|| {
-        // The same loops, whose errors the hinted pass reported: none are left.
-        let _ = rewrite_body(&mut plain_block, AutoMode::Plain);
-        crate::updates::instrument(&mut plain_block, &names);
-        *plain_block
-    });
+    let levels = if found { levels } else { Vec::new() };
+    let hinted = (levels.iter())
+        .map(|level| {
+            // The same loops, whose errors the first pass reported: none are left.
+            let mut block = written.clone();
+            let _ = rewrite_body(&mut block, AutoMode::Entry(Some(*level)));
+            crate::updates::instrument(&mut block, &names);
+            (*level, *block)
+        })
+        .collect();
     Ok(Kernel {
         f,
-        plain_block,
+        hinted,
+        distances,
         params,
         opts,
     })
@@ -316,18 +331,32 @@ impl Kernel {
     fn export(&self) -> String {
         self.name().unraw().to_string()
     }
-    /// The hinted entry's name (`level = auto`).
-    fn hinted_export(&self) -> String {
-        format!("{}__hinted", self.export())
+    /// The entry's name at `level` (`level = auto`).
+    fn level_export(&self, level: Level) -> String {
+        format!("{}__{}", self.export(), level.name())
     }
     fn auto(&self) -> bool {
-        self.plain_block.is_some()
+        !self.hinted.is_empty()
     }
     fn body_fn(&self) -> Ident {
         format_ident!("__lookahead_kernel_body_{}", self.export())
     }
-    fn hinted_body_fn(&self) -> Ident {
-        format_ident!("__lookahead_kernel_body_{}__hinted", self.export())
+    fn level_body_fn(&self, level: Level) -> Ident {
+        format_ident!("__lookahead_kernel_body_{}", self.level_export(level))
+    }
+    /// Every entry's name: `NAME`, then one per candidate level.
+    fn exports(&self) -> Vec<String> {
+        let levels = self.hinted.iter().map(|(l, _)| self.level_export(*l));
+        std::iter::once(self.export()).chain(levels).collect()
+    }
+    /// The trailing parameter of every body and entry of a `level = auto` kernel: the
+    /// distance of its `distance = auto` loops.
+    fn distance_input(&self) -> TokenStream {
+        if !self.auto() {
+            return quote!();
+        }
+        let d = distance_param();
+        quote!(#d: u32)
     }
     /// The trait whose unmet bound reports a call of the kernel as a function.
     fn not_callable_trait(&self) -> Ident {
@@ -402,52 +431,67 @@ impl Kernel {
     fn bodies(&self) -> TokenStream {
         let f = &self.f;
         let (docs, attrs) = (docs(&f.attrs), other_attrs(&f.attrs));
-        let (unsafety, inputs) = (&f.sig.unsafety, &f.sig.inputs);
+        let unsafety = &f.sig.unsafety;
+        let inputs = f
+            .sig
+            .inputs
+            .iter()
+            .map(|a| quote!(#a))
+            .chain(Some(self.distance_input()).filter(|_| self.auto()));
+        let inputs: Vec<TokenStream> = inputs.collect();
         let body_fn = self.body_fn();
         let allow =
             quote!(#[allow(dead_code, clippy::all, unused_mut, unused_variables, non_snake_case)]);
-        let (plain, hinted) = match &self.plain_block {
-            Some(plain) => {
-                let (hinted_fn, block) = (self.hinted_body_fn(), without_std(&f.block));
-                let hinted = quote! {
-                    #[doc(hidden)]
-                    #allow
-                    #[inline(always)]
-                    #(#attrs)*
-                    #unsafety fn #hinted_fn(#inputs) #block
-                };
-                (plain, hinted)
+        let hinted = self.hinted.iter().map(|(level, block)| {
+            let (level_fn, block) = (self.level_body_fn(*level), without_std(block));
+            quote! {
+                #[doc(hidden)]
+                #allow
+                #[inline(always)]
+                #(#attrs)*
+                #unsafety fn #level_fn(#(#inputs),*) #block
             }
-            None => (&*f.block, quote!()),
-        };
-        let plain = without_std(plain);
+        });
+        let plain = without_std(&f.block);
         quote! {
             #(#docs)*
             #allow
             #[inline(always)]
             #(#attrs)*
-            #unsafety fn #body_fn(#inputs) #plain
-            #hinted
+            #unsafety fn #body_fn(#(#inputs),*) #plain
+            #(#hinted)*
         }
     }
 
-    /// The PTX entries: `NAME`, and `NAME__hinted` for `level = auto`.
+    /// The PTX entries: `NAME`, and `NAME__<level>` per candidate level for `level = auto`.
     fn entries(&self) -> TokenStream {
         let plain = self.entry(&self.export(), &self.body_fn(), &docs(&self.f.attrs));
-        if !self.auto() {
-            return plain;
-        }
-        let doc: Attribute = syn::parse_quote!(
-            /// The hinted entry of a kernel with `#[prefetch_next(level = auto)]` loops.
-        );
-        let hinted = self.entry(&self.hinted_export(), &self.hinted_body_fn(), &[&doc]);
-        quote!(#plain #hinted)
+        let hinted = self.hinted.iter().map(|(level, _)| {
+            let doc: Attribute = syn::parse_quote!(
+                /// A candidate entry of a kernel with `#[prefetch_next(level = auto)]` loops.
+            );
+            self.entry(
+                &self.level_export(*level),
+                &self.level_body_fn(*level),
+                &[&doc],
+            )
+        });
+        quote!(#plain #(#hinted)*)
     }
 
     /// One entry, exported as `export` (its Rust name is the generated code's own).
     fn entry(&self, export: &str, body_fn: &Ident, docs: &[&Attribute]) -> TokenStream {
-        let lowered = self.params.iter().map(Param::lowered);
-        let rebuilt = self.params.iter().map(Param::rebuild);
+        let (distance, d) = (self.distance_input(), distance_param());
+        let lowered = self
+            .params
+            .iter()
+            .map(Param::lowered)
+            .chain(Some(distance).filter(|_| self.auto()));
+        let rebuilt = self
+            .params
+            .iter()
+            .map(Param::rebuild)
+            .chain(Some(quote!(#d)).filter(|_| self.auto()));
         let bounds = self.bounds_static(export);
         let ident = format_ident!("__lookahead_entry_{}", export);
         quote! {
@@ -517,11 +561,7 @@ impl Kernel {
     /// rustc reports a second definition as "the name `...` is defined multiple times", with
     /// both spans: the marker's name is the message.
     fn markers(&self) -> TokenStream {
-        let exported = if self.auto() {
-            vec![self.export(), self.hinted_export()]
-        } else {
-            vec![self.export()]
-        };
+        let exported = self.exports();
         let here = self.at_module_level();
         let level = quote! {
             #[doc(hidden)]
@@ -625,6 +665,16 @@ impl Kernel {
             .map(|p| p.read_params(&params, &mut next))
             .collect();
         let (ptx, bounds) = (self.ptx(), self.bounds_check());
+        let (entry_of, push_distance) = if self.auto() {
+            (
+                quote!(#au::entry_for(NAME, ENTRIES, #variant)?),
+                // SAFETY (of the push): a `u32` has no padding; every entry of the kernel
+                // takes it last.
+                quote!(unsafe { #space::push(&mut #args, &#variant.distance) };),
+            )
+        } else {
+            (quote!(NAME), quote!())
+        };
         quote! {
             let #cfg: ::lookahead::launch::LaunchConfig = #cfg.into();
             #cfg.check(NAME)?;
@@ -633,10 +683,11 @@ impl Kernel {
             #rules
             let #plan_id: #au::Plan = #plan;
             let #variant = #plan_id.variant;
-            let #entry_name: &'static str = #variant.entry(NAME, HINTED_NAME);
+            let #entry_name: &'static str = #entry_of;
             let #prepared = ::lookahead::launch::LaunchOn::prepare(#on, #ptx, #entry_name)?;
             let mut #args = #space::args(&#prepared);
             #(#pushes)*
+            #push_distance
             // The kernel body for the CPU emulator: rebuilds the parameters from the
             // argument bytes, as the PTX entry does from the GPU's parameter buffer.
             let #entry = |#params: &::lookahead::launch::Params| {
@@ -677,12 +728,16 @@ impl Kernel {
                 unsafe { super::#body_fn(#(#rebuilt),*) }
             };
         }
-        let (hinted_fn, au) = (self.hinted_body_fn(), quote!(::lookahead::launch::autotune));
+        let arms = self.hinted.iter().map(|(level, _)| {
+            let (hint, level_fn) = (level.hint(), self.level_body_fn(*level));
+            quote!(#hint => unsafe { super::#level_fn(#(#rebuilt,)* #variant.distance) },)
+        });
         quote! {
             #[allow(unused_unsafe)]
-            match #variant {
-                #au::Variant::Plain => unsafe { super::#body_fn(#(#rebuilt),*) },
-                #au::Variant::Hinted => unsafe { super::#hinted_fn(#(#rebuilt),*) },
+            match #variant.hint {
+                #(#arms)*
+                // The plain entry (`entry_for` refused any level the kernel lacks).
+                _ => unsafe { super::#body_fn(#(#rebuilt,)* #variant.distance) },
             }
         }
     }
@@ -690,7 +745,7 @@ impl Kernel {
     fn single_launcher(&self) -> TokenStream {
         let au = quote!(::lookahead::launch::autotune);
         let body = self.launch_body(
-            quote!(#au::Plan::fixed(#au::Variant::Plain)),
+            quote!(#au::Plan::fixed(#au::Variant::PLAIN)),
             self.run_body(),
         );
         let name_str = self.export();
@@ -704,9 +759,6 @@ impl Kernel {
         );
         let (head, params) = (self.launcher_head(), self.launcher_params());
         quote! {
-            // A kernel without `level = auto` loops has one entry.
-            const HINTED_NAME: &str = NAME;
-
             #[doc = #doc]
             #[allow(clippy::too_many_arguments, non_snake_case)]
             #head launch<__On: ::lookahead::launch::LaunchOn + ?Sized>(
@@ -722,28 +774,11 @@ impl Kernel {
         let (on, cfg, requested) = (mixed("on"), mixed("cfg"), mixed("requested"));
         let ptx = self.ptx();
         let body = self.launch_body(
-            quote!(#au::plan(#on, #ptx, NAME, #requested, &#cfg)),
+            quote!(#au::plan(#on, #ptx, NAME, CANDIDATES, #requested, &#cfg)),
             self.run_body(),
         );
-        let (name_str, hinted_str) = (self.export(), self.hinted_export());
-        let auto_doc = format!(
-            "Launches `{name_str}` choosing its entry by measurement (its `#[prefetch_next(level \
-             = auto)]` loops): on each GPU the first launches alternate the plain entry \
-             `{name_str}` and the hinted entry `{hinted_str}`, timed with CUDA events on the \
-             launch stream; once both have enough timings every launch uses the faster one \
-             (see `lookahead::launch::autotune` and [`auto_choice`]). Every launch runs on the \
-             given arguments exactly once. On the CPU emulator it runs the hinted body. \
-             Otherwise as [`launch_variant`].{}",
-            self.safety_doc()
-        );
-        let variant_doc = format!(
-            "Launches the given variant of `{name_str}`: [`Variant::Plain`] (entry \
-             `{name_str}`, no prefetch in its `level = auto` loops) or [`Variant::Hinted`] \
-             (entry `{hinted_str}`, prefetch at `l2`), with no measurement. Checks the \
-             configuration and the declared length rules, then launches: asynchronously on \
-             `on`'s stream on a GPU, to completion on the CPU emulator.{}",
-            self.safety_doc()
-        );
+        let (candidates, entries) = self.candidate_tables();
+        let (auto_doc, variant_doc) = self.auto_docs();
         let (head, params) = (self.launcher_head(), self.launcher_params());
         let names: Vec<&Ident> = self.params.iter().map(|p| &p.name).collect();
         let variant = mixed("variant");
@@ -753,10 +788,14 @@ impl Kernel {
             forward(quote!(::core::option::Option::Some(#variant))),
         );
         quote! {
-            /// The PTX name of the hinted entry (`level = auto` loops prefetch at `l2`).
-            pub const HINTED_NAME: &str = #hinted_str;
+            pub use #au::{Hint, Variant};
 
-            pub use #au::Variant;
+            /// The candidates the tuner measures: the plain entry, then each level at each
+            /// distance of the kernel's `level = auto` loops.
+            pub const CANDIDATES: &[Variant] = &[#(#candidates),*];
+
+            /// The PTX entry of each level.
+            pub const ENTRIES: &[(Hint, &str)] = &[#(#entries),*];
 
             #[doc = #auto_doc]
             #[allow(clippy::too_many_arguments, non_snake_case)]
@@ -775,14 +814,14 @@ impl Kernel {
                 #launch_fixed
             }
 
-            /// The entry [`launch`] uses on `on` from now on: `None` while the first
-            /// launches are still being measured (or before any), then the faster one
-            /// (`Some(Variant::Hinted)` on the CPU emulator, which always runs the hinted
-            /// body). Reads the timings that have completed; never waits.
+            /// The candidate [`launch`] uses on `on` from now on: `None` while the first
+            /// launches are still being measured (or before any), then the fastest (on the
+            /// CPU emulator, the first hinted candidate). Reads the timings that have
+            /// completed; never waits.
             pub fn auto_choice<__On: ::lookahead::launch::LaunchOn + ?Sized>(
                 #on: &__On,
             ) -> ::core::option::Option<Variant> {
-                #au::choice(#on, #ptx, NAME)
+                #au::choice(#on, #ptx, NAME, CANDIDATES)
             }
 
             #[allow(clippy::too_many_arguments, non_snake_case)]
@@ -793,6 +832,51 @@ impl Kernel {
                 #body
             }
         }
+    }
+
+    /// `CANDIDATES` (plain, then every level at every distance) and `ENTRIES` (one per
+    /// hint) of a `level = auto` kernel.
+    fn candidate_tables(&self) -> (Vec<TokenStream>, Vec<TokenStream>) {
+        let au = quote!(::lookahead::launch::autotune);
+        let distances: Vec<u32> = match self.distances.as_slice() {
+            [] => vec![0],
+            ds => ds.iter().map(|d| *d as u32).collect(),
+        };
+        let mut candidates = vec![quote!(#au::Variant::PLAIN)];
+        let mut entries = vec![{
+            let n = self.export();
+            quote!((#au::Hint::None, #n))
+        }];
+        for (level, _) in &self.hinted {
+            let (hint, export) = (level.hint(), self.level_export(*level));
+            candidates.extend(
+                distances
+                    .iter()
+                    .map(|d| quote!(#au::Variant::new(#hint, #d))),
+            );
+            entries.push(quote!((#hint, #export)));
+        }
+        (candidates, entries)
+    }
+
+    /// The docs of `launch` and `launch_variant` of a `level = auto` kernel.
+    fn auto_docs(&self) -> (String, String) {
+        let name_str = self.export();
+        let entries = self
+            .exports()
+            .iter()
+            .map(|e| format!("`{e}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let auto_doc = format!(
+            "Launches `{name_str}` choosing its prefetch level and distance by measurement (its              `#[prefetch_next(level = auto)]` loops): on each GPU the first launches take              turns over [`CANDIDATES`] (entries {entries}), each timed with CUDA events on the              launch stream from a cold L2; the clearly slower ones are dropped early, and once              the leader is clear every launch uses it (see `lookahead::launch::autotune` and              [`auto_choice`]). A decision is kept in the tuning cache file, so a later process              launches no tuning samples. Every launch runs on the given arguments exactly once.              On the CPU emulator the first launches run each candidate once, then the first              hinted one. Otherwise as [`launch_variant`].{}",
+            self.safety_doc()
+        );
+        let variant_doc = format!(
+            "Launches the given candidate of `{name_str}` ([`Variant::PLAIN`], or a level of              [`ENTRIES`] at any distance), with no measurement. A level the kernel was not              compiled at is an error. Checks the configuration and the declared length rules,              then launches: asynchronously on `on`'s stream on a GPU, to completion on the CPU              emulator.{}",
+            self.safety_doc()
+        );
+        (auto_doc, variant_doc)
     }
 }
 

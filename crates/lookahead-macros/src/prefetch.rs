@@ -15,41 +15,99 @@ const FORMS: &str = "supported loops: `for i in a..b`, `for i in a..=b`, \
 `for c in xs.chunks(k)` (and `chunks_mut`, `chunks_exact`, `chunks_exact_mut`), \
 with `xs` a variable or field";
 
-#[derive(Clone, Copy, PartialEq)]
-enum Level {
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub enum Level {
     L1,
     L2,
     L2EvictLast,
     L2EvictNormal,
     Bulk,
-    /// Two entries, chosen at launch by measurement: the loop without prefetch, and at `l2`.
+    /// One entry per candidate level, chosen at launch by measurement.
     Auto,
 }
 
-/// How this pass expands `level = auto` loops: `#[kernel]` rewrites its body twice.
+/// The levels `level = auto(..)` may list, in the order entries are generated.
+const AUTO_LEVELS: [(&str, Level); 5] = [
+    ("l1", Level::L1),
+    ("l2", Level::L2),
+    ("l2_evict_last", Level::L2EvictLast),
+    ("l2_evict_normal", Level::L2EvictNormal),
+    ("bulk", Level::Bulk),
+];
+
+/// The distances `distance = auto` tries.
+const AUTO_DISTANCES: [u64; 5] = [1, 2, 4, 8, 16];
+
+impl Level {
+    /// The level's name in `#[prefetch_next(level = ..)]`, and its entry's suffix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::L1 => "l1",
+            Level::L2 => "l2",
+            Level::L2EvictLast => "l2_evict_last",
+            Level::L2EvictNormal => "l2_evict_normal",
+            Level::Bulk => "bulk",
+            Level::Auto => "auto",
+        }
+    }
+
+    /// The host's `lookahead::launch::autotune::Hint` for this level.
+    pub fn hint(self) -> TokenStream {
+        let h = quote!(::lookahead::launch::autotune::Hint);
+        match self {
+            Level::L1 => quote!(#h::L1),
+            Level::L2 | Level::Auto => quote!(#h::L2),
+            Level::L2EvictLast => quote!(#h::L2EvictLast),
+            Level::L2EvictNormal => quote!(#h::L2EvictNormal),
+            Level::Bulk => quote!(#h::Bulk),
+        }
+    }
+}
+
+/// How this pass expands `level = auto` loops: `#[kernel]` rewrites its body once per entry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum AutoMode {
-    /// The kernel's plain entry: `level = auto` loops do not prefetch (nor request).
-    Plain,
-    /// The kernel's hinted entry: `level = auto` loops prefetch at `l2`.
-    Hinted,
+    /// An entry of the kernel: `level = auto` loops prefetch at the level when they list it,
+    /// and do not prefetch (nor request) otherwise; `None` is the plain entry.
+    Entry(Option<Level>),
     /// A `#[device_fn]`: `level = auto` is an error (it is not an entry of its own).
     Forbidden,
+}
+
+/// What a body's `level = auto` loops ask for: the kernel's candidate levels and distances.
+#[derive(Default)]
+pub struct AutoSummary {
+    /// Whether there is a `level = auto` loop.
+    pub found: bool,
+    /// Every level some `level = auto` loop lists, sorted.
+    pub levels: Vec<Level>,
+    /// Every distance some `distance = auto` loop tries, sorted (empty: none has one).
+    pub distances: Vec<u64>,
+}
+
+/// The name of the runtime distance every entry of a `level = auto` kernel takes.
+pub fn distance_param() -> Ident {
+    mixed("__lk_distance")
 }
 
 struct Options {
     distance: usize,
     distance_span: Span,
+    /// `distance = auto(..)`: the distances to try.
+    auto_distances: Option<Vec<u64>>,
     level: Level,
     level_span: Span,
+    /// `level = auto(..)`: the levels listed (empty: the default set for the loop's shape).
+    auto_levels: Vec<Level>,
     portable: Option<Span>,
     of: Vec<Expr>,
     of_span: Option<Span>,
     queue: Option<Expr>,
 }
 
-const OPTIONS: &str = "options: `distance = N`, `level = auto | l1 | l2 | l2_evict_last | \
-l2_evict_normal | bulk`, `portable`, `of(a, b, ...)`, `queue = q`";
+const OPTIONS: &str = "options: `distance = N | auto | auto(a..=b) | auto(a, b, ..)`, \
+`level = auto | auto(l2, l2_evict_last, ..) | l1 | l2 | l2_evict_last | l2_evict_normal | bulk`, \
+`portable`, `of(a, b, ...)`, `queue = q`";
 
 /// The most iterations ahead a loop may prefetch: further than this the data would be
 /// evicted before it is used, and the arithmetic on the loop index stays far from overflow.
@@ -74,12 +132,90 @@ fn parse_distance(value: &Expr) -> syn::Result<usize> {
     }
 }
 
+/// `distance = auto`, `auto(a..=b)` (the powers of two from `a` to `b`, and `b`) or
+/// `auto(a, b, ..)`; `None` when the value is not `auto`.
+fn parse_auto_distance(value: &Expr) -> Option<syn::Result<Vec<u64>>> {
+    let args = match value {
+        Expr::Path(p) if p.path.is_ident("auto") => return Some(Ok(AUTO_DISTANCES.to_vec())),
+        Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("auto")) => &c.args,
+        _ => return None,
+    };
+    let hint = "write `distance = auto` (1, 2, 4, 8, 16), `distance = auto(1..=16)` (the powers of two in the range) or `distance = auto(2, 3, 6)`";
+    let one = |e: &Expr| parse_distance(e).map(|d| d as u64);
+    let ds: syn::Result<Vec<u64>> = match args.iter().collect::<Vec<_>>().as_slice() {
+        [Expr::Range(r)] => match (&r.start, &r.end, &r.limits) {
+            (Some(a), Some(b), RangeLimits::Closed(_)) => one(a).and_then(|lo| {
+                let hi = one(b)?;
+                if lo > hi {
+                    return Err(syn::Error::new(r.span(), format!("empty range: {hint}")));
+                }
+                let mut v: Vec<u64> = (0..17)
+                    .map(|k| 1u64 << k)
+                    .filter(|d| (lo..=hi).contains(d))
+                    .collect();
+                v.extend([lo, hi]);
+                Ok(v)
+            }),
+            _ => Err(syn::Error::new(
+                r.span(),
+                format!("an inclusive range with both ends: {hint}"),
+            )),
+        },
+        [] => Err(syn::Error::new(
+            value.span(),
+            format!("no distances: {hint}"),
+        )),
+        list => list.iter().map(|e| one(e)).collect(),
+    };
+    Some(ds.map(|mut v| {
+        v.sort_unstable();
+        v.dedup();
+        v
+    }))
+}
+
+/// `level = auto` (`None`: the default set) or `auto(l2, bulk, ..)`.
+fn parse_auto_levels(value: &Expr) -> Option<syn::Result<Vec<Level>>> {
+    let args = match value {
+        Expr::Path(p) if p.path.is_ident("auto") => return Some(Ok(Vec::new())),
+        Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("auto")) => &c.args,
+        _ => return None,
+    };
+    let names = AUTO_LEVELS.map(|(n, _)| n).join(", ");
+    let level = |e: &Expr| {
+        let id = match e {
+            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            _ => None,
+        };
+        AUTO_LEVELS
+            .iter()
+            .find(|(n, _)| Some(*n) == id.as_deref())
+            .map(|(_, l)| *l)
+            .ok_or_else(|| syn::Error::new(e.span(), format!("`level = auto(..)` lists levels to try: {names} (the plain entry is always a candidate)")))
+    };
+    if args.is_empty() {
+        return Some(Err(syn::Error::new(value.span(), format!("`auto()` lists no level: write `level = auto` for the default set, or name some of {names}"))));
+    }
+    Some(
+        args.iter()
+            .map(level)
+            .collect::<syn::Result<Vec<_>>>()
+            .map(|mut v| {
+                v.sort();
+                v.dedup();
+                v
+            }),
+    )
+}
+
 fn parse_options(attr: &Attribute) -> syn::Result<Options> {
     let mut o = Options {
         distance: 1,
         distance_span: attr.span(),
+        auto_distances: None,
         level: Level::L2,
         level_span: attr.span(),
+        auto_levels: Vec::new(),
         portable: None,
         of: Vec::new(),
         of_span: None,
@@ -110,8 +246,16 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
         seen.push(key.clone());
         match (key.as_str(), &meta) {
             ("distance", Meta::NameValue(nv)) => {
-                o.distance = parse_distance(&nv.value)?;
                 o.distance_span = nv.value.span();
+                match parse_auto_distance(&nv.value) {
+                    Some(ds) => o.auto_distances = Some(ds?),
+                    None => o.distance = parse_distance(&nv.value)?,
+                }
+            }
+            ("level", Meta::NameValue(nv)) if parse_auto_levels(&nv.value).is_some() => {
+                o.auto_levels = parse_auto_levels(&nv.value).into_iter().next().transpose()?.unwrap_or_default();
+                o.level = Level::Auto;
+                o.level_span = nv.value.span();
             }
             ("level", Meta::NameValue(nv)) => {
                 let id = match &nv.value {
@@ -119,7 +263,6 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
                     _ => None,
                 };
                 o.level = match id.as_deref() {
-                    Some("auto") => Level::Auto,
                     Some("l1") => Level::L1,
                     Some("l2") => Level::L2,
                     Some("l2_evict_last") => Level::L2EvictLast,
@@ -167,28 +310,85 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
     if let (Level::Auto, Some(p)) = (o.level, o.portable) {
         return Err(syn::Error::new(
             p,
-            "`portable` has no effect with `level = auto`: its hinted entry uses `prefetch.global.L2`, which every architecture has; remove `portable`",
+            "`portable` has no effect with `level = auto`: its candidates fall back on GPUs without their level by themselves (`l2_evict_last` to `l2` before sm_80, `bulk` to per-line `l2` before sm_90); remove `portable`",
+        ));
+    }
+    if o.auto_distances.is_some() && o.level != Level::Auto {
+        return Err(syn::Error::new(
+            o.distance_span,
+            format!("`distance = auto` is tuned with the level: write `level = auto({})` to tune the distance at that level alone", o.level.name()),
         ));
     }
     Ok(o)
 }
 
 /// Rewrites every `#[prefetch_next]` loop in `block`, expanding `level = auto` loops as
-/// `mode` says; returns the errors found and whether a `level = auto` loop was seen.
-pub fn rewrite_body(block: &mut Block, mode: AutoMode) -> (Vec<syn::Error>, bool) {
+/// `mode` says; returns the errors found and what the `level = auto` loops ask for.
+pub fn rewrite_body(block: &mut Block, mode: AutoMode) -> (Vec<syn::Error>, AutoSummary) {
     let mut r = Rewriter {
         errors: Vec::new(),
         mode,
-        found_auto: false,
+        summary: AutoSummary::default(),
     };
     r.visit_block_mut(block);
-    (r.errors, r.found_auto)
+    let s = &mut r.summary;
+    s.levels.sort();
+    s.levels.dedup();
+    s.distances.sort_unstable();
+    s.distances.dedup();
+    (r.errors, r.summary)
 }
 
 struct Rewriter {
     errors: Vec<syn::Error>,
     mode: AutoMode,
-    found_auto: bool,
+    summary: AutoSummary,
+}
+
+/// The levels a `level = auto` loop tries: those listed, else `l2` and `l2_evict_last`, and
+/// `bulk` when an iteration reads more than one element (a chunk, or an `of(..)` expression
+/// of the loop variable): a bulk prefetch per element is the slowest choice there is.
+fn auto_levels(f: &ExprForLoop, o: &Options) -> Vec<Level> {
+    if !o.auto_levels.is_empty() {
+        return o.auto_levels.clone();
+    }
+    let mut levels = vec![Level::L2, Level::L2EvictLast];
+    let chunked = matches!(strip(&f.expr), Expr::MethodCall(mc) if mc.method.to_string().starts_with("chunks"));
+    let ranged = match &*f.pat {
+        Pat::Ident(pi) => o.of.iter().any(|t| mentions(t, &pi.ident)),
+        _ => false,
+    };
+    if chunked || ranged {
+        levels.push(Level::Bulk);
+    }
+    levels
+}
+
+impl Rewriter {
+    /// A `level = auto` loop: checked at its first level (so its errors show in every
+    /// pass), and rewritten at the entry's level when it lists it; otherwise left as written.
+    fn rewrite_auto(&mut self, f: &ExprForLoop, mut o: Options, attr_span: Span) -> Option<Expr> {
+        let levels = auto_levels(f, &o);
+        self.summary.found = true;
+        self.summary.levels.extend(&levels);
+        if let Some(ds) = &o.auto_distances {
+            self.summary.distances.extend(ds);
+        }
+        // No architecture guard: each level falls back by itself on older GPUs.
+        o.portable = Some(o.level_span);
+        o.level = levels[0];
+        if let Err(e) = rewrite_loop(f, &o, attr_span) {
+            self.errors.push(e);
+            return None;
+        }
+        match self.mode {
+            AutoMode::Entry(Some(level)) if levels.contains(&level) => {
+                o.level = level;
+                rewrite_loop(f, &o, attr_span).ok()
+            }
+            _ => None,
+        }
+    }
 }
 
 fn is_prefetch_attr(a: &Attribute) -> bool {
@@ -215,7 +415,7 @@ impl VisitMut for Rewriter {
                 ));
                 return;
             }
-            let mut o = match parse_options(&attr) {
+            let o = match parse_options(&attr) {
                 Ok(o) => o,
                 Err(err) => {
                     self.errors.push(err);
@@ -223,22 +423,17 @@ impl VisitMut for Rewriter {
                 }
             };
             if o.level == Level::Auto {
-                self.found_auto = true;
-                match self.mode {
-                    AutoMode::Forbidden => {
-                        self.errors.push(syn::Error::new(
-                            o.level_span,
-                            "`level = auto` needs the enclosing #[kernel], which compiles its body twice (a plain and a hinted PTX entry, chosen at launch by measurement); a #[device_fn] is not an entry: give this loop a fixed level (e.g. `level = l2`), or move the loop into the #[kernel]",
-                        ));
-                        return;
-                    }
-                    AutoMode::Plain => {
-                        // The plain entry: the loop as written (the hinted pass reports
-                        // any error in the attribute or the loop form).
-                        return;
-                    }
-                    AutoMode::Hinted => o.level = Level::L2,
+                if self.mode == AutoMode::Forbidden {
+                    self.errors.push(syn::Error::new(
+                        o.level_span,
+                        "`level = auto` needs the enclosing #[kernel], which compiles its body once per candidate level (PTX entries chosen at launch by measurement); a #[device_fn] is not an entry: give this loop a fixed level (e.g. `level = l2`), or move the loop into the #[kernel]",
+                    ));
+                    return;
                 }
+                if let Some(new) = self.rewrite_auto(f, o, attr.span()) {
+                    *e = new;
+                }
+                return;
             }
             match rewrite_loop(f, &o, attr.span()) {
                 Ok(new) => *e = new,
@@ -368,7 +563,7 @@ enum Target {
 fn level_tokens(level: Level) -> TokenStream {
     match level {
         Level::L1 => quote!(::lookahead_device::prefetch::Level::L1),
-        // `Auto` is resolved before expansion (no prefetch, or `l2`); listed for completeness.
+        // `Auto` is resolved before expansion (a level per entry); listed for completeness.
         Level::L2 | Level::Auto => quote!(::lookahead_device::prefetch::Level::L2),
         Level::L2EvictLast => quote!(::lookahead_device::prefetch::Level::L2EvictLast),
         Level::L2EvictNormal => quote!(::lookahead_device::prefetch::Level::L2EvictNormal),
@@ -398,7 +593,9 @@ fn arch_guard(o: &Options) -> TokenStream {
 struct Gen<'a> {
     o: &'a Options,
     level: TokenStream,
-    dist: syn::LitInt,
+    /// How many iterations ahead: the literal, or the entry's runtime distance clamped to
+    /// the loop's own range for `distance = auto`.
+    dist: TokenStream,
     pf: TokenStream,
     ul: TokenStream,
     q: Ident,
@@ -416,7 +613,17 @@ impl<'a> Gen<'a> {
         Gen {
             o,
             level: level_tokens(o.level),
-            dist: syn::LitInt::new(&o.distance.to_string(), o.distance_span),
+            dist: match &o.auto_distances {
+                Some(ds) => {
+                    let (lo, hi) = (ds[0] as usize, ds[ds.len() - 1] as usize);
+                    let d = distance_param();
+                    quote_spanned!(o.distance_span=> (#d as usize).clamp(#lo, #hi))
+                }
+                None => {
+                    let lit = syn::LitInt::new(&o.distance.to_string(), o.distance_span);
+                    quote!(#lit)
+                }
+            },
             pf: quote!(::lookahead_device::prefetch),
             ul: quote!(::lookahead_device::uvm::loops),
             q: mixed("__lk_queue"),

@@ -56,7 +56,7 @@ pub struct AutoRow {
     /// Launches (all real, on the benchmark's inputs) before the choice was made.
     pub rust_launches: usize,
     pub cuda_launches: usize,
-    /// Median milliseconds of (plain, hinted) the choice was made from.
+    /// Median milliseconds of (plain, `l2`) the choice was made from.
     pub rust_medians: [Option<f32>; 2],
     pub cuda_medians: [Option<f32>; 2],
 }
@@ -190,7 +190,7 @@ fn auto_notes(rows: &[Row]) -> String {
     for (r, a) in autos {
         let base = base_row(rows, r);
         t += &format!(
-            "- {} m_auto: Rust settled on {} after {} launches (medians plain {} ms, hinted {} ms), {:+.1}% vs m_none; CUDA on {} after {} launches (plain {} ms, hinted {} ms), {:+.1}% vs m_none\n",
+            "- {} m_auto: Rust settled on {} after {} launches (medians plain {} ms, l2 {} ms), {:+.1}% vs m_none; CUDA on {} after {} launches (plain {} ms, l2 {} ms), {:+.1}% vs m_none\n",
             r.kernel,
             a.rust,
             a.rust_launches,
@@ -239,7 +239,10 @@ fn csv(meta: &Meta, rows: &[Row]) -> Res<String> {
                 (a.rust.name(), a.rust_launches.to_string()),
                 (a.cuda.name(), a.cuda_launches.to_string()),
             ),
-            None => (("", String::new()), ("", String::new())),
+            None => (
+                (String::new(), String::new()),
+                (String::new(), String::new()),
+            ),
         };
         for (lang, t, regs, ptx, auto) in [
             ("rust", r.rust, r.regs.0, &meta.rust_ptx, &rust_auto),
@@ -344,6 +347,7 @@ fn plot(meta: &Meta, rows: &[Row]) -> BarChart {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lookahead::launch::autotune::Hint;
     use lookahead_bench::header::Device;
 
     fn timing(m: f64) -> Timing {
@@ -401,8 +405,8 @@ mod tests {
     fn rows() -> Vec<Row> {
         let mut auto = row("saxpy", "m_auto", 2.0, 2.1);
         auto.auto = Some(AutoRow {
-            rust: Variant::Plain,
-            cuda: Variant::Hinted,
+            rust: Variant::PLAIN,
+            cuda: Variant::new(Hint::L2, 0),
             rust_launches: 12,
             cuda_launches: 12,
             rust_medians: [Some(2.0), Some(2.2)],
@@ -431,7 +435,7 @@ mod tests {
         assert!(md.contains("| saxpy | hand | l2_d4 | 1.1000"), "{md}");
         // Macro rows are compared with m_none, and say what `auto` settled on.
         assert!(
-            md.contains("| saxpy | #[prefetch_next] | m_auto -> Rust plain, CUDA hinted | 2.0000"),
+            md.contains("| saxpy | #[prefetch_next] | m_auto -> Rust plain, CUDA l2 | 2.0000"),
             "{md}"
         );
         assert!(md.contains("| 0.952 | +0.0% | +5.0% |"), "{md}");
@@ -442,7 +446,7 @@ mod tests {
         let csv = std::fs::read_to_string(dir.join("vs_cuda.csv")).unwrap();
         assert_eq!(csv.lines().count(), 1 + 2 * rows.len());
         assert!(
-            csv.contains("saxpy,#[prefetch_next],m_auto,cuda,hinted,12,"),
+            csv.contains("saxpy,#[prefetch_next],m_auto,cuda,l2,12,"),
             "{csv}"
         );
         // Cells with commas are quoted.

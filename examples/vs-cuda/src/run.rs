@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction};
-use lookahead::launch::autotune::{AutoConfig, AutoTuner, Selector, TuneStatus, Variant};
+use lookahead::launch::autotune::{AutoConfig, AutoTuner, Hint, Selector, TuneStatus, Variant};
 use vs_cuda_kernels::{is_macro_variant, SUITE};
 
 use crate::bench::{Bench, Env};
@@ -105,9 +105,12 @@ fn settle_rust(env: &mut Env, b: &mut dyn Bench, entry: &str) -> Res<(TuneStatus
     Ok((status, launches))
 }
 
+/// The candidates of every `<kernel>_m_auto` (`level = auto(l2), distance = 4`).
+const AUTO_CANDIDATES: [Variant; 2] = [Variant::PLAIN, Variant::new(Hint::L2, 0)];
+
 /// Settles the CUDA C++ twin of `<kernel>_m_auto` with the launcher's decision logic
-/// ([`Selector`]) fed with event timings of the twin's two entries `fs` (plain, hinted),
-/// launched the same way; the selector and the launches it took.
+/// ([`Selector`]) fed with event timings of the twin's two entries `fs` (plain, `l2`),
+/// launched the same way (after the same L2 flush); the selector and the launches it took.
 fn settle_cuda(
     env: &mut Env,
     b: &mut dyn Bench,
@@ -115,7 +118,7 @@ fn settle_cuda(
     entry: &str,
     fs: &[CudaFunction; 2],
 ) -> Res<(Selector, usize)> {
-    let mut sel = Selector::new(AutoConfig::default());
+    let mut sel = Selector::new(&AUTO_CANDIDATES, AutoConfig::default());
     let mut pending = Vec::new();
     let mut launches = 0;
     while sel.choice().is_none() {
@@ -125,6 +128,7 @@ fn settle_cuda(
         let v = sel.next();
         sel.launched(v);
         let (s, e) = (new_event(ctx)?, new_event(ctx)?);
+        AutoTuner::global().flush_l2(&env.stream)?;
         s.record(&env.stream)?;
         b.launch_m(&env.stream, &fs[slot(v)])?;
         e.record(&env.stream)?;
@@ -152,7 +156,7 @@ fn settle_auto(
     let (rust, rust_launches) = settle_rust(env, b, &entry)?;
     let fs = [
         cuda.function(&entry)?,
-        cuda.function(&format!("{entry}__hinted"))?,
+        cuda.function(&format!("{entry}__l2"))?,
     ];
     let (sel, cuda_launches) = settle_cuda(env, b, ctx, &entry, &fs)?;
     let auto = AutoRow {
@@ -160,17 +164,18 @@ fn settle_auto(
         cuda: sel.choice().ok_or("no choice")?,
         rust_launches,
         cuda_launches,
-        rust_medians: rust.medians,
-        cuda_medians: sel.medians(),
+        rust_medians: AUTO_CANDIDATES.map(|v| {
+            (rust.candidates.iter())
+                .find(|c| c.variant == v)
+                .and_then(|c| c.median_ms)
+        }),
+        cuda_medians: AUTO_CANDIDATES.map(|v| sel.median_of(v)),
     };
     Ok((auto, fs))
 }
 
 fn slot(v: Variant) -> usize {
-    match v {
-        Variant::Plain => 0,
-        Variant::Hinted => 1,
-    }
+    usize::from(!v.is_plain())
 }
 
 /// What checking and timing one variant found.
@@ -215,9 +220,9 @@ fn measure_auto(
     let entry = format!("{}_m_auto", b.kernel());
     let (auto, fs) = settle_auto(env, b, &langs[1], ctx)?;
     let chosen = fs[slot(auto.cuda)].clone();
-    let rust_entry = match auto.rust {
-        Variant::Plain => entry.clone(),
-        Variant::Hinted => format!("{entry}__hinted"),
+    let rust_entry = match auto.rust.is_plain() {
+        true => entry.clone(),
+        false => format!("{entry}__l2"),
     };
     let regs = (
         langs[0].function(&rust_entry)?.num_regs()?,

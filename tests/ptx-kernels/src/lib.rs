@@ -38,7 +38,11 @@ pub const KERNELS: &[&str] = &[
     "pf_managed_bulk",
     "pf_device_fn",
     "pf_auto",
-    "pf_auto__hinted",
+    "pf_auto__l2",
+    "pf_auto__l2_evict_last",
+    "pf_tuned",
+    "pf_tuned__l2",
+    "pf_tuned__bulk",
     "pf_of_loop_var",
     "pf_queue_chunks",
     "pf_queue_lists",
@@ -172,15 +176,27 @@ pub fn pf_device_fn(x: DeviceSlice<f32>, out: DeviceSliceMut<f32>) {
     out[0] = sum_ahead(&x);
 }
 
-/// `level = auto`: two entries, `pf_auto` (the loop as written, no prefetch) and
-/// `pf_auto__hinted` (`prefetch.global.L2` four grid strides ahead); the launcher picks one
-/// by measurement on a GPU and runs the hinted body on the emulator.
+/// `level = auto`: three entries, `pf_auto` (the loop as written, no prefetch), `pf_auto__l2`
+/// and `pf_auto__l2_evict_last` (four grid strides ahead); the launcher picks one by
+/// measurement on a GPU, and on the emulator runs each once, then `l2`.
 #[kernel(min_len(out = 1))]
 pub fn pf_auto(x: &[f32], out: &mut [f32]) {
     let mut acc = 0.0;
     #[prefetch_next(level = auto, distance = 4)]
     for i in (global_index_x()..x.len()).step_by(grid_stride_x()) {
         acc += x[i];
+    }
+    atomic_add(&mut out[0], acc);
+}
+
+/// `level = auto(l2, bulk), distance = auto(2..=8)`: entries `pf_tuned`, `pf_tuned__l2` and
+/// `pf_tuned__bulk`, each taking the distance (2, 4 or 8 chunks ahead) as its last parameter.
+#[kernel(min_len(out = 1))]
+pub fn pf_tuned(x: &[f32], out: &mut [f32]) {
+    let mut acc = 0.0;
+    #[prefetch_next(level = auto(l2, bulk), distance = auto(2..=8))]
+    for c in x.chunks(64) {
+        acc += c[0];
     }
     atomic_add(&mut out[0], acc);
 }

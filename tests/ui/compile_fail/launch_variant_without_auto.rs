@@ -17,5 +17,5 @@ fn main() {
     let emu = lookahead::emu::Emulator::new();
     let x = vec![1.0f32; 4];
     let mut y = vec![0.0f32; 4];
-    fixed::launch_variant(Variant::Plain, &emu, LaunchConfig::for_len(4, 4), &x, &mut y).unwrap();
+    fixed::launch_variant(Variant::PLAIN, &emu, LaunchConfig::for_len(4, 4), &x, &mut y).unwrap();
 }

@@ -217,6 +217,10 @@ impl MemorySpace for GpuMemory {
             None => None,
         };
         if let Some((start, _)) = &events {
+            if plan.flush_l2 {
+                // Outside the timed events: each candidate is timed from a cold L2.
+                AutoTuner::global().flush_l2(stream)?;
+            }
             start.record(stream).during("cuEventRecord")?;
         }
         // SAFETY: `#[kernel]` pushes one parameter per lowered parameter of the PTX entry it

@@ -19,8 +19,8 @@
 //!
 //! | variable | effect |
 //! | --- | --- |
-//! | `LOOKAHEAD_AUTOTUNE=off` | no tuning: every `level = auto` kernel runs its plain entry |
-//! | `LOOKAHEAD_AUTOTUNE=plain` / `hinted` | no tuning: every such kernel runs that entry |
+//! | `LOOKAHEAD_AUTOTUNE=off` / `plain` | no tuning: every `level = auto` kernel runs its plain entry |
+//! | `LOOKAHEAD_AUTOTUNE=l2_d4` (any candidate name: `l2`, `l2_evict_last_d2`, `bulk`, ...) | no tuning: every such kernel runs that candidate (at its own first distance when none is named; its plain entry when it lacks the level) |
 //! | `LOOKAHEAD_AUTOTUNE_PRINT=1` | each decision (measured, cached or forced) is printed to stderr once |
 //! | `LOOKAHEAD_AUTOTUNE_CACHE=<file>` / `off` | where decisions are kept, or nowhere |
 
@@ -46,10 +46,12 @@ pub enum Origin {
 /// A decision as the cache file keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    /// The entry chosen.
+    /// The candidate chosen.
     pub variant: Variant,
-    /// Median milliseconds of the plain and the hinted entry when it was measured.
-    pub medians_ms: [f32; 2],
+    /// Its median milliseconds when it was measured.
+    pub median_ms: f32,
+    /// The plain entry's median milliseconds then (NaN when it was eliminated unmeasured).
+    pub plain_ms: f32,
 }
 
 /// What `LOOKAHEAD_AUTOTUNE` says.
@@ -57,7 +59,8 @@ pub struct Decision {
 pub enum Mode {
     /// Measure (the default).
     Tune,
-    /// Always this entry, no measurement.
+    /// Always this candidate (or the plain entry, for a kernel without its level), no
+    /// measurement.
     Force(Variant),
 }
 
@@ -66,10 +69,9 @@ impl Mode {
     pub fn parse(value: Option<&str>) -> Result<Mode, String> {
         match value.map(str::trim) {
             None | Some("") | Some("on") | Some("tune") => Ok(Mode::Tune),
-            Some("off") | Some("plain") => Ok(Mode::Force(Variant::Plain)),
-            Some("hinted") => Ok(Mode::Force(Variant::Hinted)),
-            Some(other) => Err(format!(
-                "LOOKAHEAD_AUTOTUNE={other} is not understood: write on, off, plain or hinted"
+            Some("off") => Ok(Mode::Force(Variant::PLAIN)),
+            Some(other) => Variant::parse(other).map(Mode::Force).ok_or_else(|| format!(
+                "LOOKAHEAD_AUTOTUNE={other} is not understood: write on, off, plain, a level (l2, l2_evict_last, bulk, ...) or a level at a distance (l2_d4)"
             )),
         }
     }
@@ -119,15 +121,15 @@ pub fn fnv64(bytes: &[u8]) -> u64 {
 }
 
 const HEADER: &str =
-    "# lookahead autotune decisions v1: key, variant, plain ms, hinted ms, checksum";
+    "# lookahead autotune decisions v2: key, variant, its median ms, plain median ms, checksum";
 
 /// One line of the file for `key`.
 fn line(key: &str, d: &Decision) -> String {
     let body = format!(
         "{key}\t{}\t{}\t{}",
         d.variant.name(),
-        d.medians_ms[0],
-        d.medians_ms[1]
+        d.median_ms,
+        d.plain_ms
     );
     format!("{body}\t{:016x}\n", fnv64(body.as_bytes()))
 }
@@ -139,18 +141,13 @@ fn parse_line(l: &str) -> Option<(String, Decision)> {
         return None;
     }
     let mut f = body.split('\t');
-    let (key, variant, plain, hinted) = (f.next()?, f.next()?, f.next()?, f.next()?);
-    let variant = match variant {
-        "plain" => Variant::Plain,
-        "hinted" => Variant::Hinted,
-        _ => return None,
-    };
-    let medians_ms = [plain.parse().ok()?, hinted.parse().ok()?];
+    let (key, variant, median, plain) = (f.next()?, f.next()?, f.next()?, f.next()?);
     Some((
         key.to_string(),
         Decision {
-            variant,
-            medians_ms,
+            variant: Variant::parse(variant)?,
+            median_ms: median.parse().ok()?,
+            plain_ms: plain.parse().ok()?,
         },
     ))
 }
@@ -239,6 +236,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::autotune::Hint;
+
+    fn d(variant: Variant, median_ms: f32, plain_ms: f32) -> Decision {
+        Decision {
+            variant,
+            median_ms,
+            plain_ms,
+        }
+    }
 
     fn temp(name: &str) -> PathBuf {
         let dir =
@@ -252,14 +258,8 @@ mod tests {
         let path = temp("roundtrip");
         let store = DecisionStore::open(Some(path.clone()));
         assert!(store.get("k").is_none());
-        let a = Decision {
-            variant: Variant::Hinted,
-            medians_ms: [1.5, 1.25],
-        };
-        let b = Decision {
-            variant: Variant::Plain,
-            medians_ms: [1.0, 1.1],
-        };
+        let a = d(Variant::new(Hint::L2, 4), 1.25, 1.5);
+        let b = d(Variant::PLAIN, 1.0, 1.0);
         store.put("k", a.clone());
         store.put("other", a.clone());
         store.put("k", b.clone());
@@ -276,24 +276,9 @@ mod tests {
     fn a_line_that_does_not_check_out_is_ignored() {
         let path = temp("corrupt");
         let store = DecisionStore::open(Some(path.clone()));
-        store.put(
-            "good",
-            Decision {
-                variant: Variant::Hinted,
-                medians_ms: [2.0, 1.0],
-            },
-        );
+        store.put("good", d(Variant::new(Hint::L2, 4), 1.0, 2.0));
         let mut text = fs::read_to_string(&path).unwrap();
-        text.push_str(
-            &line(
-                "edited",
-                &Decision {
-                    variant: Variant::Plain,
-                    medians_ms: [1.0, 2.0],
-                },
-            )
-            .replace("plain", "hinted"),
-        );
+        text.push_str(&line("edited", &d(Variant::PLAIN, 1.0, 1.0)).replace("plain", "l2_d4"));
         text.push_str("torn line without a checksum");
         fs::write(&path, text).unwrap();
         let again = DecisionStore::open(Some(path.clone()));
@@ -306,26 +291,25 @@ mod tests {
     #[test]
     fn modes_parse_and_refuse_nonsense() {
         assert_eq!(Mode::parse(None), Ok(Mode::Tune));
-        assert_eq!(Mode::parse(Some("off")), Ok(Mode::Force(Variant::Plain)));
+        assert_eq!(Mode::parse(Some("off")), Ok(Mode::Force(Variant::PLAIN)));
+        assert_eq!(Mode::parse(Some("plain")), Ok(Mode::Force(Variant::PLAIN)));
         assert_eq!(
-            Mode::parse(Some(" hinted ")),
-            Ok(Mode::Force(Variant::Hinted))
+            Mode::parse(Some(" l2_evict_last_d2 ")),
+            Ok(Mode::Force(Variant::new(Hint::L2EvictLast, 2)))
+        );
+        assert_eq!(
+            Mode::parse(Some("hinted")),
+            Ok(Mode::Force(Variant::new(Hint::L2, 0)))
         );
         assert!(Mode::parse(Some("fast"))
             .unwrap_err()
-            .contains("on, off, plain or hinted"));
+            .contains("on, off, plain, a level"));
     }
 
     #[test]
     fn no_path_keeps_decisions_in_memory_only() {
         let store = DecisionStore::open(None);
-        store.put(
-            "k",
-            Decision {
-                variant: Variant::Plain,
-                medians_ms: [1.0, 1.0],
-            },
-        );
+        store.put("k", d(Variant::PLAIN, 1.0, 1.0));
         assert!(store.get("k").is_some());
         assert!(store.path().is_none());
     }

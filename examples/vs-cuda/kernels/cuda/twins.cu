@@ -475,7 +475,7 @@ __device__ __forceinline__ void ivf_m(const u32* lo, usize lol, const float* vec
     }
 
 // Every `m_*` variant; `m_auto` is two entries: the plain one is `m_none`'s code, the
-// hinted one `m_l2_d4`'s (level = auto, distance = 4).
+// `__l2` one `m_l2_d4`'s (level = auto(l2), distance = 4).
 #define ALL_M(M, k)                                  \
     M(k##_m_none, HINT_NONE, 0)                      \
     M(k##_m_l2_d1, HINT_L2, 1)                       \
@@ -484,7 +484,7 @@ __device__ __forceinline__ void ivf_m(const u32* lo, usize lol, const float* vec
     M(k##_m_el_d4, HINT_EVICT_LAST, 4)               \
     M(k##_m_bulk_d4, HINT_BULK, 4)                   \
     M(k##_m_auto, HINT_NONE, 0)                      \
-    M(k##_m_auto__hinted, HINT_L2, 4)
+    M(k##_m_auto__l2, HINT_L2, 4)
 
 ALL_M(SAXPY_M, saxpy)
 ALL_M(REDUCE_M, reduce)

@@ -15,9 +15,12 @@
 //! | spmv | warps grid-stride over rows | the row's `val` and `col` entries, `x.part(row_ptr[r]..row_ptr[r + 1])` |
 //! | ivf | warps stride over a list's vectors | the lane's 4 floats of vector `v` |
 //!
-//! `m_auto` is `level = auto, distance = 4`: two entries, `<kernel>_m_auto` (no prefetch,
-//! the same code as `m_none`) and `<kernel>_m_auto__hinted` (the same as `m_l2_d4`), chosen
-//! by the typed launcher from measurements. The pointer chase has no DSL form: the node of
+//! `m_auto` is `level = auto(l2), distance = 4`: two entries, `<kernel>_m_auto` (no
+//! prefetch, the same code as `m_none`) and `<kernel>_m_auto__l2` (the same as `m_l2_d4`),
+//! chosen by the typed launcher from measurements; its CUDA twin settles with the same
+//! decision logic. `m_tuned` is `level = auto, distance = auto`: entries at `l2`,
+//! `l2_evict_last` and (where an iteration reads a range) `bulk`, each at distances 1, 2, 4,
+//! 8 and 16, which the tuner benchmark (`prefetch_tuner`) measures; it has no CUDA twin. The pointer chase has no DSL form: the node of
 //! iteration `i + 1` is only known once iteration `i` has loaded its link, and
 //! `#[prefetch_next]` prefetches what a later iteration reads from values known now.
 //!
@@ -95,7 +98,8 @@ saxpy!(saxpy_m_l2_d4, distance = 4, level = l2);
 saxpy!(saxpy_m_l2_d16, distance = 16, level = l2);
 saxpy!(saxpy_m_el_d4, distance = 4, level = l2_evict_last, portable);
 saxpy!(saxpy_m_bulk_d4, distance = 4, level = bulk, portable);
-saxpy!(saxpy_m_auto, distance = 4, level = auto);
+saxpy!(saxpy_m_auto, distance = 4, level = auto(l2));
+saxpy!(saxpy_m_tuned, distance = auto, level = auto);
 
 // ---------------------------------------------------------------------------------------
 // reduction: out[0] += sum(x); warp shuffles, one atomic per warp.
@@ -143,7 +147,8 @@ reduce!(
     portable
 );
 reduce!(reduce_m_bulk_d4, distance = 4, level = bulk, portable);
-reduce!(reduce_m_auto, distance = 4, level = auto);
+reduce!(reduce_m_auto, distance = 4, level = auto(l2));
+reduce!(reduce_m_tuned, distance = auto, level = auto);
 
 // ---------------------------------------------------------------------------------------
 // random gather: out[i] = src[idx[i]]. The target is an expression of the loop variable:
@@ -182,7 +187,8 @@ gather!(
     portable
 );
 gather!(gather_m_bulk_d4, distance = 4, level = bulk, portable);
-gather!(gather_m_auto, distance = 4, level = auto);
+gather!(gather_m_auto, distance = 4, level = auto(l2));
+gather!(gather_m_tuned, distance = auto, level = auto);
 
 // ---------------------------------------------------------------------------------------
 // CSR SpMV, one warp per row, warps grid-stride over rows. The hint names row r + D * warps'
@@ -240,7 +246,8 @@ spmv!(spmv_m_l2_d4, distance = 4, level = l2);
 spmv!(spmv_m_l2_d16, distance = 16, level = l2);
 spmv!(spmv_m_el_d4, distance = 4, level = l2_evict_last, portable);
 spmv!(spmv_m_bulk_d4, distance = 4, level = bulk, portable);
-spmv!(spmv_m_auto, distance = 4, level = auto);
+spmv!(spmv_m_auto, distance = 4, level = auto(l2));
+spmv!(spmv_m_tuned, distance = auto, level = auto);
 
 // ---------------------------------------------------------------------------------------
 // IVF list scan: block b scans lists b, b + grid, ...; warp w takes vectors s + w,
@@ -295,4 +302,39 @@ ivf!(ivf_m_l2_d4, distance = 4, level = l2);
 ivf!(ivf_m_l2_d16, distance = 16, level = l2);
 ivf!(ivf_m_el_d4, distance = 4, level = l2_evict_last, portable);
 ivf!(ivf_m_bulk_d4, distance = 4, level = bulk, portable);
-ivf!(ivf_m_auto, distance = 4, level = auto);
+ivf!(ivf_m_auto, distance = 4, level = auto(l2));
+ivf!(ivf_m_tuned, distance = auto, level = auto);
+
+// ---------------------------------------------------------------------------------------
+// Embedding bag (a kernel the tuner was not developed on): warp w sums the rows of bag w,
+// `idx[bag_off[w]..bag_off[w + 1]]` of a table of DIM-float rows; lane l sums floats
+// 4l..4l+4. Rows are random, so each iteration is a dependent-free random 512-byte read.
+
+macro_rules! bag {
+    ($name:ident $(, $($opt:tt)*)?) => {
+        /// Embedding bag: `out[b] = sum of table rows idx[bag_off[b]..bag_off[b + 1]]`.
+        #[kernel(min_len(bag_off = 1))]
+        pub fn $name(table: &[f32], idx: &[u32], bag_off: &[u32], out: &mut [f32]) {
+            let lane = lane_id() as usize;
+            let warps = (grid_dim_x() * block_dim_x() / 32) as usize;
+            let first = (global_index_x() / 32) as usize;
+            for b in (first..bag_off.len() - 1).step_by(warps) {
+                let (s, e) = (bag_off[b] as usize, bag_off[b + 1] as usize);
+                let mut acc = [0.0f32; 4];
+                $(#[prefetch_next($($opt)*, of(table.part(idx[j] as usize * DIM + lane * 4..idx[j] as usize * DIM + lane * 4 + 4)))])?
+                for j in s..e {
+                    let r = load4(table, idx[j] as usize * DIM + lane * 4);
+                    for k in 0..4 {
+                        acc[k] += r[k];
+                    }
+                }
+                for k in 0..4 {
+                    out[b * DIM + lane * 4 + k] = acc[k];
+                }
+            }
+        }
+    };
+}
+
+bag!(bag_m_none);
+bag!(bag_m_tuned, distance = auto, level = auto);
