@@ -13,18 +13,13 @@
 //! Writes `vs_cuda.md` (table), `vs_cuda.csv` (every number) and `vs_cuda.svg` (plot) into
 //! `--out`, plus the two PTX modules (`rust.ptx`, `cuda.ptx`) for SASS inspection.
 //!
-//! Modules: `bench` (one file per kernel: inputs, launches, CPU reference, check), `lang`
-//! (the two languages' modules), `run` (checking, timing, settling `level = auto`),
-//! `report` (table, CSV and plot).
+//! The library `vs_cuda` holds the parts: `bench` (one file per kernel: inputs, launches,
+//! CPU reference, check), `lang` (the two languages' modules), `run` (checking, timing,
+//! settling `level = auto`), `report` (table, CSV and plot); the `prefetch_tuner` program
+//! shares them.
 //!
 //! `cargo run --release -p vs-cuda -- --out results`
 
-mod bench;
-mod lang;
-mod report;
-mod run;
-
-use std::error::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -40,11 +35,10 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use vs_cuda_kernels::BLOCK_SIZE;
 
-use crate::bench::{Env, BENCHES};
-use crate::report::{Meta, Row};
-use crate::run::Reps;
-
-type Res<T> = Result<T, Box<dyn Error>>;
+use vs_cuda::bench::{Env, BENCHES};
+use vs_cuda::report::{self, Meta, Row};
+use vs_cuda::run::{self, Reps};
+use vs_cuda::{lang, Res};
 
 #[derive(Parser, Debug)]
 #[command(about = "Rust-built PTX versus CUDA C++ (NVRTC) on the same kernels and hints")]

@@ -7,7 +7,7 @@ use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction};
 use lookahead::launch::autotune::{AutoConfig, AutoTuner, Hint, Selector, TuneStatus, Variant};
 use vs_cuda_kernels::{is_macro_variant, SUITE};
 
-use crate::bench::{Bench, Env};
+use crate::bench::{Bench, Env, Typed};
 use crate::lang::Lang;
 use crate::report::{AutoRow, Row, Timing};
 use crate::Res;
@@ -87,11 +87,11 @@ const MAX_TUNING_LAUNCHES: usize = 200;
 fn settle_rust(env: &mut Env, b: &mut dyn Bench, entry: &str) -> Res<(TuneStatus, usize)> {
     AutoTuner::global().forget(entry);
     let mut launches = 0;
-    while b.auto_choice(&env.stream).is_none() {
+    while b.typed_choice(&env.stream, Typed::Auto).0.is_none() {
         if launches == MAX_TUNING_LAUNCHES {
             return Err(format!("{entry}: the Rust launcher did not settle").into());
         }
-        b.launch_auto(&env.stream)?;
+        b.launch_typed(&env.stream, Typed::Auto, None)?;
         launches += 1;
         if launches % 4 == 0 {
             env.stream.synchronize()?;
@@ -230,7 +230,7 @@ fn measure_auto(
     );
     let mut launch = |b: &mut dyn Bench, env: &Env, k: usize| {
         if k == 0 {
-            b.launch_auto(&env.stream)
+            b.launch_typed(&env.stream, Typed::Auto, None)
         } else {
             b.launch_m(&env.stream, &chosen)
         }

@@ -7,7 +7,7 @@ use lookahead::launch::autotune::Variant;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use super::{addr, launch_slices, rand_f32, scaled, Bench, Env};
+use super::{addr, launch_slices, launch_typed, rand_f32, scaled, typed_choice, Bench, Env, Typed};
 use crate::Res;
 
 pub struct Gather {
@@ -81,18 +81,27 @@ impl Bench for Gather {
         // SAFETY: (src: &[f32], idx: &[u32], out: &mut [f32]).
         unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
-    fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
-        vs_cuda_kernels::gather_m_auto::launch(
-            stream,
-            self.cfg,
-            &self.src,
-            &self.idx,
-            &mut self.out,
-        )?;
-        Ok(())
+    fn launch_typed(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+        v: Option<Variant>,
+    ) -> Res<()> {
+        let (cfg, src, idx, out) = (self.cfg, &self.src, &self.idx, &mut self.out);
+        launch_typed!(
+            which,
+            v,
+            gather_m_auto,
+            gather_m_tuned,
+            (stream, cfg, src, idx, out)
+        )
     }
-    fn auto_choice(&self, stream: &Arc<CudaStream>) -> Option<Variant> {
-        vs_cuda_kernels::gather_m_auto::auto_choice(stream)
+    fn typed_choice(
+        &self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+    ) -> (Option<Variant>, &'static [Variant]) {
+        typed_choice!(which, stream, gather_m_auto, gather_m_tuned)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
         env.fill(&mut self.out, f32::NAN)

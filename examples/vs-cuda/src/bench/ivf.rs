@@ -9,8 +9,8 @@ use rand::rngs::StdRng;
 use vs_cuda_kernels::DIM;
 
 use super::{
-    addr, grid_cfg, launch_counted, launch_slices, par_fill, rand_f32, random_offsets, rel_check,
-    scaled, Bench, Checked, Env, PAD,
+    addr, grid_cfg, launch_counted, launch_slices, launch_typed, par_fill, rand_f32,
+    random_offsets, rel_check, scaled, typed_choice, Bench, Checked, Env, Typed, PAD,
 };
 use crate::Res;
 
@@ -113,21 +113,29 @@ impl Bench for Ivf {
         // list_min: &mut [u32]).
         unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
-    fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
+    fn launch_typed(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+        v: Option<Variant>,
+    ) -> Res<()> {
         let vecs = self.vecs.slice(0..self.total * DIM);
-        vs_cuda_kernels::ivf_m_auto::launch(
-            stream,
-            self.cfg,
-            &self.list_off,
-            &vecs,
-            &self.query,
-            &mut self.dist.buf,
-            &mut self.list_min,
-        )?;
-        Ok(())
+        let (cfg, off, q) = (self.cfg, &self.list_off, &self.query);
+        let (dist, mins) = (&mut self.dist.buf, &mut self.list_min);
+        launch_typed!(
+            which,
+            v,
+            ivf_m_auto,
+            ivf_m_tuned,
+            (stream, cfg, off, &vecs, q, dist, mins)
+        )
     }
-    fn auto_choice(&self, stream: &Arc<CudaStream>) -> Option<Variant> {
-        vs_cuda_kernels::ivf_m_auto::auto_choice(stream)
+    fn typed_choice(
+        &self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+    ) -> (Option<Variant>, &'static [Variant]) {
+        typed_choice!(which, stream, ivf_m_auto, ivf_m_tuned)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
         self.dist.reset(env)?;

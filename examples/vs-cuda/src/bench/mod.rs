@@ -2,6 +2,7 @@
 //! every variant, CPU reference and check. What they share is here: the [`Bench`] trait,
 //! the device [`Env`], and helpers for inputs, launches and checks.
 
+mod bag;
 mod chase;
 mod gather;
 mod ivf;
@@ -36,16 +37,26 @@ pub trait Bench {
         let _ = (stream, f);
         Err(format!("{} has no #[prefetch_next] variants", self.kernel()).into())
     }
-    /// Launches `<kernel>_m_auto` through its typed launcher, which picks the plain or the
-    /// hinted entry by measurement (`lookahead::launch::autotune`).
-    fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
-        let _ = stream;
-        Err(format!("{} has no level = auto variant", self.kernel()).into())
+    /// Launches `<kernel>_m_auto` or `<kernel>_m_tuned` through its typed launcher: the
+    /// candidate its tuner picks (`None`) or `variant`.
+    fn launch_typed(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+        variant: Option<Variant>,
+    ) -> Res<()> {
+        let _ = (stream, variant);
+        Err(format!("{} has no {which:?} kernel", self.kernel()).into())
     }
-    /// The entry `<kernel>_m_auto`'s launcher settled on, if it has.
-    fn auto_choice(&self, stream: &Arc<CudaStream>) -> Option<Variant> {
-        let _ = stream;
-        None
+    /// The candidate `<kernel>_m_auto`'s or `<kernel>_m_tuned`'s launcher settled on, if it
+    /// has, and its candidates.
+    fn typed_choice(
+        &self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+    ) -> (Option<Variant>, &'static [Variant]) {
+        let _ = (stream, which);
+        (None, &[])
     }
     /// Poisons the outputs (and resets accumulators) before a checked run.
     fn reset(&mut self, env: &Env) -> Res<()>;
@@ -53,8 +64,48 @@ pub trait Bench {
     fn check(&self, env: &Env) -> Res<(bool, String)>;
 }
 
+/// The typed-launcher kernels of a benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Typed {
+    /// `<kernel>_m_auto`: `level = auto(l2), distance = 4`.
+    Auto,
+    /// `<kernel>_m_tuned`: `level = auto, distance = auto`.
+    Tuned,
+}
+
+/// The body of [`Bench::launch_typed`]: `$auto` or `$tuned` (modules of `vs_cuda_kernels`)
+/// launched with `($args)`, through `launch` or `launch_variant`.
+macro_rules! launch_typed {
+    ($which:expr, $variant:expr, $auto:ident, $tuned:ident, ($($arg:expr),*)) => {{
+        use vs_cuda_kernels::{$auto, $tuned};
+        match ($which, $variant) {
+            ($crate::bench::Typed::Auto, None) => $auto::launch($($arg),*)?,
+            ($crate::bench::Typed::Auto, Some(v)) => $auto::launch_variant(v, $($arg),*)?,
+            ($crate::bench::Typed::Tuned, None) => $tuned::launch($($arg),*)?,
+            ($crate::bench::Typed::Tuned, Some(v)) => $tuned::launch_variant(v, $($arg),*)?,
+        }
+        Ok(())
+    }};
+}
+
+/// The body of [`Bench::typed_choice`] for the modules `$auto` and `$tuned`.
+macro_rules! typed_choice {
+    ($which:expr, $stream:expr, $auto:ident, $tuned:ident) => {{
+        use vs_cuda_kernels::{$auto, $tuned};
+        match $which {
+            $crate::bench::Typed::Auto => ($auto::auto_choice($stream), $auto::CANDIDATES),
+            $crate::bench::Typed::Tuned => ($tuned::auto_choice($stream), $tuned::CANDIDATES),
+        }
+    }};
+}
+pub(crate) use {launch_typed, typed_choice};
+
 /// Makes one benchmark's inputs on the device: `(env, rng, scale)`.
 pub type Make = fn(&Env, &mut StdRng, f64) -> Res<Box<dyn Bench>>;
+
+/// Benchmarks of kernels outside the suite (no CUDA twins), for the prefetch tuner.
+pub const EXTRA_BENCHES: [(&str, Make); 1] =
+    [("bag", |e, r, s| Ok(Box::new(bag::Bag::new(e, r, s)?)))];
 
 /// Every benchmark by kernel name, in the order they run.
 pub const BENCHES: [(&str, Make); 6] = [

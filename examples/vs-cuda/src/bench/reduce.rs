@@ -6,7 +6,9 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKern
 use lookahead::launch::autotune::Variant;
 use rand::rngs::StdRng;
 
-use super::{addr, launch_slices, rand_f32, scaled, Bench, Env, PAD};
+use super::{
+    addr, launch_slices, launch_typed, rand_f32, scaled, typed_choice, Bench, Env, Typed, PAD,
+};
 use crate::Res;
 
 pub struct Reduce {
@@ -77,13 +79,28 @@ impl Bench for Reduce {
         // SAFETY: (x: &[f32], out: &mut [f32]).
         unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
-    fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
+    fn launch_typed(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+        v: Option<Variant>,
+    ) -> Res<()> {
         let x = self.x.slice(0..self.n);
-        vs_cuda_kernels::reduce_m_auto::launch(stream, self.cfg, &x, &mut self.out)?;
-        Ok(())
+        let (cfg, out) = (self.cfg, &mut self.out);
+        launch_typed!(
+            which,
+            v,
+            reduce_m_auto,
+            reduce_m_tuned,
+            (stream, cfg, &x, out)
+        )
     }
-    fn auto_choice(&self, stream: &Arc<CudaStream>) -> Option<Variant> {
-        vs_cuda_kernels::reduce_m_auto::auto_choice(stream)
+    fn typed_choice(
+        &self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+    ) -> (Option<Variant>, &'static [Variant]) {
+        typed_choice!(which, stream, reduce_m_auto, reduce_m_tuned)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
         env.fill(&mut self.out, 0.0)

@@ -7,7 +7,7 @@ use lookahead::launch::autotune::Variant;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use super::{addr, rand_f32, scaled, Bench, Checked, Env, PAD};
+use super::{addr, launch_typed, rand_f32, scaled, typed_choice, Bench, Checked, Env, Typed, PAD};
 use crate::Res;
 
 pub struct Saxpy {
@@ -87,14 +87,29 @@ impl Bench for Saxpy {
         unsafe { l.launch(self.cfg) }?;
         Ok(())
     }
-    fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
+    fn launch_typed(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+        v: Option<Variant>,
+    ) -> Res<()> {
         let n = self.n;
         let (x, y) = (self.x.slice(0..n), self.y.slice(0..n));
-        vs_cuda_kernels::saxpy_m_auto::launch(stream, self.cfg, self.a, &x, &y, &mut self.out.buf)?;
-        Ok(())
+        let (cfg, a, out) = (self.cfg, self.a, &mut self.out.buf);
+        launch_typed!(
+            which,
+            v,
+            saxpy_m_auto,
+            saxpy_m_tuned,
+            (stream, cfg, a, &x, &y, out)
+        )
     }
-    fn auto_choice(&self, stream: &Arc<CudaStream>) -> Option<Variant> {
-        vs_cuda_kernels::saxpy_m_auto::auto_choice(stream)
+    fn typed_choice(
+        &self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+    ) -> (Option<Variant>, &'static [Variant]) {
+        typed_choice!(which, stream, saxpy_m_auto, saxpy_m_tuned)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
         self.out.reset(env)

@@ -8,8 +8,8 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::{
-    addr, launch_counted, launch_slices, par_fill, rand_f32, random_offsets, scaled, Bench,
-    Checked, Env, PAD,
+    addr, launch_counted, launch_slices, launch_typed, par_fill, rand_f32, random_offsets, scaled,
+    typed_choice, Bench, Checked, Env, Typed, PAD,
 };
 use crate::Res;
 
@@ -98,21 +98,28 @@ impl Bench for Spmv {
         // SAFETY: (row_ptr, col: &[u32], val, x: &[f32], y: &mut [f32]).
         unsafe { launch_slices(stream, f, self.cfg, &p) }
     }
-    fn launch_auto(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
+    fn launch_typed(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+        v: Option<Variant>,
+    ) -> Res<()> {
         let (col, val) = (self.col.slice(0..self.nnz), self.val.slice(0..self.nnz));
-        vs_cuda_kernels::spmv_m_auto::launch(
-            stream,
-            self.cfg,
-            &self.row_ptr,
-            &col,
-            &val,
-            &self.x,
-            &mut self.y.buf,
-        )?;
-        Ok(())
+        let (cfg, row_ptr, x, y) = (self.cfg, &self.row_ptr, &self.x, &mut self.y.buf);
+        launch_typed!(
+            which,
+            v,
+            spmv_m_auto,
+            spmv_m_tuned,
+            (stream, cfg, row_ptr, &col, &val, x, y)
+        )
     }
-    fn auto_choice(&self, stream: &Arc<CudaStream>) -> Option<Variant> {
-        vs_cuda_kernels::spmv_m_auto::auto_choice(stream)
+    fn typed_choice(
+        &self,
+        stream: &Arc<CudaStream>,
+        which: Typed,
+    ) -> (Option<Variant>, &'static [Variant]) {
+        typed_choice!(which, stream, spmv_m_auto, spmv_m_tuned)
     }
     fn reset(&mut self, env: &Env) -> Res<()> {
         self.y.reset(env)
