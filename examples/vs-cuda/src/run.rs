@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction};
-use lookahead::launch::autotune::{AutoConfig, AutoTuner, Hint, Selector, TuneStatus, Variant};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
+use lookahead::launch::autotune::{AutoTuner, Hint, Selector, TuneStatus, Variant};
 use vs_cuda_kernels::{is_macro_variant, SUITE};
 
 use crate::bench::{Bench, Env, Typed};
@@ -80,18 +80,34 @@ fn time_pair(
 }
 
 /// Most launches a `level = auto` kernel may take to settle before the benchmark gives up.
-const MAX_TUNING_LAUNCHES: usize = 200;
+pub const MAX_TUNING_LAUNCHES: usize = 1000;
 
-/// Settles `<kernel>_m_auto` through the Rust typed launcher's own tuner (the benchmark only
-/// synchronises every 4 launches so the events complete); its status and the launches it took.
-fn settle_rust(env: &mut Env, b: &mut dyn Bench, entry: &str) -> Res<(TuneStatus, usize)> {
-    AutoTuner::global().forget(entry);
+/// Settles `<kernel>_m_auto` or `<kernel>_m_tuned` through the Rust typed launcher's own
+/// tuner, after forgetting any earlier decision when `fresh` (the benchmark synchronises
+/// every 4 launches so the events complete; the launcher never waits); its status and the
+/// launches it took (1 for a decision from the cache: the launch that read it).
+pub fn settle_typed(
+    env: &mut Env,
+    b: &mut dyn Bench,
+    which: Typed,
+    fresh: bool,
+) -> Res<(TuneStatus, usize)> {
+    let entry = match which {
+        Typed::Auto => format!("{}_m_auto", b.kernel()),
+        Typed::Tuned => format!("{}_m_tuned", b.kernel()),
+    };
+    if fresh {
+        AutoTuner::global().forget(&entry);
+    }
     let mut launches = 0;
-    while b.typed_choice(&env.stream, Typed::Auto).0.is_none() {
+    while b.typed_choice(&env.stream, which).0.is_none() {
         if launches == MAX_TUNING_LAUNCHES {
-            return Err(format!("{entry}: the Rust launcher did not settle").into());
+            return Err(format!(
+                "{entry}: the Rust launcher did not settle in {launches} launches"
+            )
+            .into());
         }
-        b.launch_typed(&env.stream, Typed::Auto, None)?;
+        b.launch_typed(&env.stream, which, None)?;
         launches += 1;
         if launches % 4 == 0 {
             env.stream.synchronize()?;
@@ -108,29 +124,35 @@ fn settle_rust(env: &mut Env, b: &mut dyn Bench, entry: &str) -> Res<(TuneStatus
 /// The candidates of every `<kernel>_m_auto` (`level = auto(l2), distance = 4`).
 const AUTO_CANDIDATES: [Variant; 2] = [Variant::PLAIN, Variant::new(Hint::L2, 0)];
 
-/// Settles the CUDA C++ twin of `<kernel>_m_auto` with the launcher's decision logic
-/// ([`Selector`]) fed with event timings of the twin's two entries `fs` (plain, `l2`),
-/// launched the same way (after the same L2 flush); the selector and the launches it took.
-fn settle_cuda(
+/// Launches an entry by its function: [`Bench::launch`] (hand-written) or [`Bench::launch_m`].
+pub type EntryLaunch = fn(&dyn Bench, &CudaStream, &CudaFunction) -> Res<()>;
+
+/// Settles a choice among `entries` (candidate, function; hand-written kernels or the CUDA
+/// twin of `<kernel>_m_auto`) with the launcher's decision logic ([`Selector`]), fed with
+/// event timings of launches made the way the launcher makes them (after the same L2
+/// flush); the selector and the launches it took.
+pub fn settle_selector(
     env: &mut Env,
     b: &mut dyn Bench,
     ctx: &Arc<CudaContext>,
-    entry: &str,
-    fs: &[CudaFunction; 2],
+    entries: &[(Variant, CudaFunction)],
+    launch: EntryLaunch,
 ) -> Res<(Selector, usize)> {
-    let mut sel = Selector::new(&AUTO_CANDIDATES, AutoConfig::default());
+    let candidates: Vec<Variant> = entries.iter().map(|e| e.0).collect();
+    let mut sel = Selector::new(&candidates, AutoTuner::global().config());
     let mut pending = Vec::new();
     let mut launches = 0;
     while sel.choice().is_none() {
         if launches == MAX_TUNING_LAUNCHES {
-            return Err(format!("{entry}: the CUDA twin did not settle").into());
+            return Err(format!("{}: the selector did not settle", b.kernel()).into());
         }
         let v = sel.next();
         sel.launched(v);
+        let f = &entries.iter().find(|e| e.0 == v).ok_or("no such entry")?.1;
         let (s, e) = (new_event(ctx)?, new_event(ctx)?);
         AutoTuner::global().flush_l2(&env.stream)?;
         s.record(&env.stream)?;
-        b.launch_m(&env.stream, &fs[slot(v)])?;
+        launch(b, &env.stream, f)?;
         e.record(&env.stream)?;
         pending.push((v, s, e));
         launches += 1;
@@ -153,12 +175,16 @@ fn settle_auto(
     ctx: &Arc<CudaContext>,
 ) -> Res<(AutoRow, [CudaFunction; 2])> {
     let entry = format!("{}_m_auto", b.kernel());
-    let (rust, rust_launches) = settle_rust(env, b, &entry)?;
+    let (rust, rust_launches) = settle_typed(env, b, Typed::Auto, true)?;
     let fs = [
         cuda.function(&entry)?,
         cuda.function(&format!("{entry}__l2"))?,
     ];
-    let (sel, cuda_launches) = settle_cuda(env, b, ctx, &entry, &fs)?;
+    let entries = [
+        (AUTO_CANDIDATES[0], fs[0].clone()),
+        (AUTO_CANDIDATES[1], fs[1].clone()),
+    ];
+    let (sel, cuda_launches) = settle_selector(env, b, ctx, &entries, |b, s, f| b.launch_m(s, f))?;
     let auto = AutoRow {
         rust: rust.choice.ok_or("no choice")?,
         cuda: sel.choice().ok_or("no choice")?,

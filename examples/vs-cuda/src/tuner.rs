@@ -6,12 +6,12 @@
 //!
 //! The pointer chase has no `#[prefetch_next]` form (its next address comes from the load
 //! of the current iteration), so its hand-written entries are tuned by the same decision
-//! logic ([`Selector`]) fed with event timings, as a user tuning their own variants would.
+//! logic (`Selector`) fed with event timings, as a user tuning their own variants would.
 
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction};
-use lookahead::launch::autotune::{AutoTuner, Hint, Selector, TuneStatus, Variant};
+use lookahead::launch::autotune::{AutoTuner, Hint, TuneStatus, Variant};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use lookahead_bench::stats::Summary;
@@ -23,9 +23,6 @@ use crate::Res;
 
 /// The tuned variant must be within this fraction of the best candidate and of plain.
 pub const TARGET: f64 = 0.02;
-
-/// Most launches a tuning may take before the benchmark gives up.
-const MAX_TUNING_LAUNCHES: usize = 1000;
 
 /// One candidate measured exhaustively.
 #[derive(Debug, Clone)]
@@ -42,7 +39,7 @@ pub struct CandidateTime {
 #[derive(Debug, Clone)]
 pub struct TunerRow {
     pub kernel: &'static str,
-    /// `#[prefetch_next]` (the typed launcher's tuner) or `hand` (a [`Selector`]).
+    /// `#[prefetch_next]` (the typed launcher's tuner) or `hand` (a `Selector`).
     pub written: &'static str,
     pub candidates: Vec<CandidateTime>,
     pub chosen: Variant,
@@ -144,33 +141,20 @@ fn exhaustive(
 }
 
 /// `<kernel>_m_tuned`: every candidate exhaustively, then the typed launcher tuning itself
-/// (from the decision cache when it holds one, as in a later process).
+/// (from the decision cache when it holds one, as in a later process, unless `fresh`).
 pub fn measure_typed(
     env: &mut Env,
     b: &mut dyn Bench,
     reps: usize,
     ctx: &Arc<CudaContext>,
+    fresh: bool,
 ) -> Res<TunerRow> {
     let (_, candidates) = b.typed_choice(&env.stream, Typed::Tuned);
     let mut launch = |b: &mut dyn Bench, env: &Env, v: Variant| {
         b.launch_typed(&env.stream, Typed::Tuned, Some(v))
     };
     let times = exhaustive(env, b, candidates, reps, ctx, &mut launch)?;
-    let entry = format!("{}_m_tuned", b.kernel());
-    let mut launches = 0;
-    while b.typed_choice(&env.stream, Typed::Tuned).0.is_none() {
-        if launches == MAX_TUNING_LAUNCHES {
-            return Err(format!("{entry}: the tuner did not settle in {launches} launches").into());
-        }
-        b.launch_typed(&env.stream, Typed::Tuned, None)?;
-        launches += 1;
-        if launches % 4 == 0 {
-            env.stream.synchronize()?; // lets the timing events complete; the launcher never waits
-        }
-    }
-    let status = (AutoTuner::global().status_all().into_iter())
-        .find(|s| s.key.kernel == entry)
-        .ok_or("no tuning status")?;
+    let (status, _) = crate::run::settle_typed(env, b, Typed::Tuned, fresh)?;
     Ok(row_from_status(b.kernel(), times, &status))
 }
 
@@ -192,7 +176,8 @@ fn row_from_status(
 }
 
 /// Hand-written entries (`(candidate, entry name)`, plain first) of `lang`: exhaustively,
-/// then tuned by a [`Selector`] fed with event timings after the same L2 flush.
+/// then tuned by a `Selector` fed with event timings after the same L2 flush
+/// ([`crate::run::settle_selector`]).
 pub fn measure_hand(
     env: &mut Env,
     b: &mut dyn Bench,
@@ -215,28 +200,7 @@ pub fn measure_hand(
         |b: &mut dyn Bench, env: &Env, v: Variant| b.launch(&env.stream, &function(v)?);
     let times = exhaustive(env, b, &candidates, reps, ctx, &mut launch)?;
     let started = std::time::Instant::now();
-    let mut sel = Selector::new(&candidates, AutoTuner::global().config());
-    let (mut pending, mut launches) = (Vec::new(), 0);
-    while sel.choice().is_none() {
-        if launches == MAX_TUNING_LAUNCHES {
-            return Err(format!("{}: the selector did not settle", b.kernel()).into());
-        }
-        let v = sel.next();
-        sel.launched(v);
-        let (s, e) = (new_event(ctx)?, new_event(ctx)?);
-        AutoTuner::global().flush_l2(&env.stream)?;
-        s.record(&env.stream)?;
-        b.launch(&env.stream, &function(v)?)?;
-        e.record(&env.stream)?;
-        pending.push((v, s, e));
-        launches += 1;
-        if launches % 4 == 0 {
-            env.stream.synchronize()?;
-            for (v, s, e) in pending.drain(..) {
-                sel.record(v, s.elapsed_ms(&e)?);
-            }
-        }
-    }
+    let (sel, launches) = crate::run::settle_selector(env, b, ctx, &fs, |b, s, f| b.launch(s, f))?;
     Ok(TunerRow {
         kernel: b.kernel(),
         written: "hand",

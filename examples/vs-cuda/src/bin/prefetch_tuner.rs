@@ -119,10 +119,7 @@ fn run(gpu: &Gpu, args: &Args) -> Res<Vec<TunerRow>> {
                 &ctx,
             )?
         } else {
-            if args.retune {
-                AutoTuner::global().forget(&format!("{name}_m_tuned"));
-            }
-            tuner::measure_typed(&mut env, b.as_mut(), args.reps, &ctx)?
+            tuner::measure_typed(&mut env, b.as_mut(), args.reps, &ctx, args.retune)?
         };
         println!(
             "{name}: {} candidates, best {} {:.4} ms, plain {:.4} ms, tuned {} {:.4} ms after {} launches ({:?})",
