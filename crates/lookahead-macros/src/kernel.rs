@@ -773,8 +773,12 @@ impl Kernel {
         let au = quote!(::lookahead::launch::autotune);
         let (on, cfg, requested) = (mixed("on"), mixed("cfg"), mixed("requested"));
         let ptx = self.ptx();
+        let lens = (self.params.iter())
+            .filter(|p| p.is_slice())
+            .map(Param::len_ident);
+        let elements = quote!(0usize #(.saturating_add(#lens))*);
         let body = self.launch_body(
-            quote!(#au::plan(#on, #ptx, NAME, CANDIDATES, #requested, &#cfg)),
+            quote!(#au::plan(#on, #ptx, NAME, CANDIDATES, #requested, (&#cfg, #elements))),
             self.run_body(),
         );
         let (candidates, entries) = self.candidate_tables();

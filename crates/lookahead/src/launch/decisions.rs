@@ -5,8 +5,10 @@
 //!
 //! The key names the device by UUID (so a different GPU in the same slot tunes again), the
 //! driver version, a hash of the kernel crate's PTX (a rebuilt kernel tunes again), the
-//! kernel, and the launch shape: threads per block and the grid's block count rounded up to
-//! a power of two (CubeCL buckets its autotune keys the same way).
+//! kernel, the launch shape (threads per block and the grid's block count rounded up to a
+//! power of two) and the data size (the elements of the kernel's slice parameters together,
+//! rounded up to a power of two, since a grid-stride kernel keeps one grid for any size);
+//! CubeCL buckets its autotune keys the same way.
 //!
 //! The file is `$LOOKAHEAD_AUTOTUNE_CACHE`, else `$XDG_CACHE_HOME/lookahead/autotune.tsv`,
 //! else `$HOME/.cache/lookahead/autotune.tsv`; `LOOKAHEAD_AUTOTUNE_CACHE=off` keeps decisions

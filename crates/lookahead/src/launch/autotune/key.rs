@@ -1,4 +1,5 @@
-//! What a tuning is kept for: the device, the kernel (its PTX), and the launch shape.
+//! What a tuning is kept for: the device, the kernel (its PTX), the launch shape and the
+//! size of the data.
 
 use std::sync::Mutex;
 
@@ -18,20 +19,24 @@ pub struct TuneKey {
     pub kernel: &'static str,
     /// Threads per block and blocks rounded up to a power of two.
     pub shape: (u32, u32),
+    /// The elements of the kernel's slice parameters together, rounded up to a power of
+    /// two: its exponent (a grid-stride kernel keeps its grid for any size).
+    pub size_log2: u32,
     /// A hash of the PTX table's text (FNV-1a), so a rebuilt kernel tunes again.
     pub ptx_hash: u64,
 }
 
 impl TuneKey {
-    /// The key of the decision cache: device UUID and driver, PTX hash, kernel, shape.
+    /// The key of the decision cache: device UUID and driver, PTX hash, kernel, shape, size.
     pub fn persistent(&self) -> String {
         format!(
-            "{}|ptx-{:016x}|{}|{}x{}",
+            "{}|ptx-{:016x}|{}|{}x{}|n2^{}",
             device_identity(self.device),
             self.ptx_hash,
             self.kernel,
             self.shape.0,
-            self.shape.1
+            self.shape.1,
+            self.size_log2
         )
     }
 }
@@ -78,21 +83,30 @@ fn ptx_hash(ptx: &'static [(u32, &'static str)]) -> u64 {
     h
 }
 
-/// The key of `kernel` (from the PTX table `ptx`) launched on `on`, or `None` on the CPU
-/// emulator.
+/// The key of `kernel` (from the PTX table `ptx`) launched on `on` with `cfg` over
+/// `elements` elements of slices, or `None` on the CPU emulator.
 pub fn key<On: LaunchOn + ?Sized>(
     on: &On,
     ptx: &'static [(u32, &'static str)],
     kernel: &'static str,
     cfg: &LaunchConfig,
+    elements: usize,
 ) -> Option<TuneKey> {
     on.tuning_device().map(|device| TuneKey {
         device,
         source: ptx.as_ptr() as usize,
         kernel,
         shape: shape_bucket(cfg),
+        size_log2: size_bucket(elements),
         ptx_hash: ptx_hash(ptx),
     })
+}
+
+/// The size part of a tuning key: `elements` rounded up to a power of two, as its exponent.
+pub fn size_bucket(elements: usize) -> u32 {
+    elements
+        .checked_next_power_of_two()
+        .map_or(usize::BITS, usize::trailing_zeros)
 }
 
 /// The shape part of a tuning key: threads per block, and blocks rounded up to a power of

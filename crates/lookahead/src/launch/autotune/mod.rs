@@ -9,7 +9,7 @@
 //! in the kernel's `CANDIDATES`.
 //!
 //! The typed `launch` asks [`plan`] which candidate to launch. Per (device, kernel, launch
-//! shape) the first launches take turns over the candidates ([`Selector`]), each timed by a
+//! shape, data size) the first launches take turns over the candidates ([`Selector`]), each timed by a
 //! pair of CUDA events the launch records on its stream, after a memset that flushes the L2
 //! ([`AutoConfig::flush_l2`]), so each candidate is timed from a cold cache whatever ran
 //! before it. No synchronisation is added: the elapsed times are read later, once the events
@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 
-pub use key::{key, shape_bucket, TuneKey};
+pub use key::{key, shape_bucket, size_bucket, TuneKey};
 pub use selector::{AutoConfig, CandidateReport, Selector};
 pub use variant::{entry_for, Hint, Variant};
 
@@ -486,16 +486,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// What a `level = auto` kernel's launcher does next: `requested` when the caller named a
 /// variant (`launch_variant`), each candidate in turn on the emulator, and otherwise what
-/// the global tuner's [`AutoTuner::plan`] says.
+/// the global tuner's [`AutoTuner::plan`] says for this launch shape and `elements` (the
+/// kernel's slice parameters' elements together).
 pub fn plan<On: LaunchOn + ?Sized>(
     on: &On,
     ptx: &'static [(u32, &'static str)],
     kernel: &'static str,
     candidates: &[Variant],
     requested: Option<Variant>,
-    cfg: &LaunchConfig,
+    (cfg, elements): (&LaunchConfig, usize),
 ) -> Plan {
-    match (requested, key(on, ptx, kernel, cfg)) {
+    match (requested, key(on, ptx, kernel, cfg, elements)) {
         (Some(v), _) => Plan::fixed(v),
         (None, None) => {
             Plan::fixed(AutoTuner::global().emulated(ptx.as_ptr() as usize, kernel, candidates))
@@ -506,7 +507,7 @@ pub fn plan<On: LaunchOn + ?Sized>(
 
 /// The candidate a plain `launch` of `kernel` on `on` uses from now on: the tuner's choice
 /// once made (`None` while it is still measuring, or before the first launch), and on the
-/// emulator the first hinted candidate. With several launch shapes tuned, the choice of
+/// emulator the first hinted candidate. With several launch shapes or sizes tuned, the choice of
 /// the shape launched most.
 pub fn choice<On: LaunchOn + ?Sized>(
     on: &On,

@@ -17,6 +17,7 @@ fn key(kernel: &'static str) -> TuneKey {
         source: 1,
         kernel,
         shape: (256, 64),
+        size_log2: 20,
         ptx_hash: 7,
     }
 }
@@ -104,6 +105,10 @@ fn a_second_tuner_on_the_same_file_takes_the_decision_without_tuning_launches() 
             ..key
         },
         TuneKey { device: 1, ..key },
+        TuneKey {
+            size_log2: 21,
+            ..key
+        },
     ] {
         assert!(
             second.plan(other, &CANDIDATES).measure.is_some(),
@@ -164,6 +169,15 @@ fn shapes_bucket_blocks_by_powers_of_two() {
     assert_eq!(shape_bucket(&c(264, 256)), (256, 512));
     assert_eq!(shape_bucket(&c(257, 256)), (256, 512));
     assert_eq!(shape_bucket(&c(256, 256)), (256, 256));
+    assert_eq!(
+        [
+            size_bucket(0),
+            size_bucket(1),
+            size_bucket(1000),
+            size_bucket(1024)
+        ],
+        [0, 0, 10, 10]
+    );
     assert_eq!(
         shape_bucket(&LaunchConfig::new((4, 2, 1), (16, 16, 1))),
         (256, 8)
