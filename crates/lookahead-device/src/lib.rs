@@ -5,8 +5,8 @@
 //! loads and stores, warp shuffles and votes, static shared memory, typed views of device and
 //! managed (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]),
 //! the floating-point functions of the standard library ([`math`]: libdevice on the GPU),
-//! the prefetch instructions behind `#[prefetch_next]`, and the GPU half of the Unified
-//! Memory protocol ([`uvm`]). Each intrinsic is a thin
+//! the prefetch instructions behind `#[prefetch_next]`, the GPU half of the Unified
+//! Memory protocol ([`uvm`]), and the GPU half of the cache over host memory ([`cache`]). Each intrinsic is a thin
 //! safe (or clearly `unsafe`) wrapper over one PTX instruction, so kernel crates never write
 //! `asm!` themselves.
 //!
@@ -37,6 +37,7 @@ macro_rules! gpu_or_host {
 }
 
 pub mod atomic;
+pub mod cache;
 pub mod index;
 pub mod math;
 pub mod memory;

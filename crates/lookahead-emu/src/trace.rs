@@ -29,6 +29,28 @@ pub enum Instruction {
         /// The ready flag waited for.
         flag: u32,
     },
+    /// Not an instruction: a warp found `page` of a host cache (`HostCached`) in `slot`.
+    /// `address` and `bytes` are the page's in host memory; recorded by the warp's lane 0.
+    CacheHit {
+        /// The page.
+        page: u32,
+        /// Its slot.
+        slot: u32,
+    },
+    /// Not an instruction: a warp loaded `page` of a host cache into `slot`.
+    CacheMiss {
+        /// The page.
+        page: u32,
+        /// The slot it was loaded into.
+        slot: u32,
+    },
+    /// Not an instruction: a warp dropped `page` from `slot` to load another page there.
+    CacheEvict {
+        /// The page dropped.
+        page: u32,
+        /// Its slot.
+        slot: u32,
+    },
 }
 
 /// One prefetch instruction issued by one thread.

@@ -53,6 +53,24 @@ pub fn chunk_words(chunk: u32, words: usize) -> (usize, usize) {
 /// valid `u32` in memory the GPU can update atomically.
 #[inline(always)]
 pub unsafe fn copy_chunk(src: *const u32, dst: *mut u32, words: usize, counter: *mut u32) {
+    copy_words(src, dst, words);
+    // Every lane's stores before the count (a fence each, then the warp meets).
+    fence_gpu();
+    warp::sync();
+    // Not `if lane == 0`: a branch here can leave the warp split for the caller's next chunk.
+    u32::warp_fetch_add_ptr(counter, 1);
+}
+
+/// Copies `words` 32-bit words from `src` to `dst` with the whole warp (every lane calls it
+/// with the same arguments): 16-byte streaming loads, eight in flight per lane, when both
+/// pointers are 16-byte aligned, so a warp keeps 4 KiB of reads over the interconnect in
+/// flight. The stores are the caller's to publish (a fence, then a flag).
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `words` words, and nothing else may write
+/// `dst[..words]` meanwhile.
+#[inline(always)]
+pub unsafe fn copy_words(src: *const u32, dst: *mut u32, words: usize) {
     let lane = lane_id() as usize;
     let mut done = 0usize;
     if (src as usize | dst as usize) % 16 == 0 {
@@ -82,11 +100,6 @@ pub unsafe fn copy_chunk(src: *const u32, dst: *mut u32, words: usize, counter: 
         *dst.add(w) = load_streaming(src.add(w));
         w += 32;
     }
-    // Every lane's stores before the count (a fence each, then the warp meets).
-    fence_gpu();
-    warp::sync();
-    // Not `if lane == 0`: a branch here can leave the warp split for the caller's next chunk.
-    u32::warp_fetch_add_ptr(counter, 1);
 }
 
 /// Waits, with the whole warp, until `*counter >= chunks` or `timeout_ns` pass; returns

@@ -1,0 +1,465 @@
+//! # lookahead-cache
+//!
+//! Data bigger than the GPU, read by kernels through a cache the GPU drives: the data lives
+//! in pinned host memory mapped for the GPU, and a cache of fixed-size pages in device
+//! memory holds what kernels used recently. A warp that misses copies the page over the
+//! interconnect itself, at the rate the GPU's own loads reach, with no host round trip and
+//! no page migration; concurrent misses on one page load it once; the least recently used
+//! pages (CLOCK) make room, never a page a warp is reading. The protocol is in
+//! [`lookahead_device::cache`]; this crate allocates and owns the memory, hands kernels
+//! their view, and reports what the cache did.
+//!
+//! ```no_run
+//! use lookahead_cache::{CacheConfig, HostCache};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let gpu = lookahead::Gpu::new(0)?;
+//! let rows: Vec<f32> = vec![0.0; 1 << 28]; // 1 GiB in host memory
+//! // 256 pages of 256 KiB: 64 MiB of device memory.
+//! let cache = HostCache::new(&gpu, &rows, CacheConfig::new(256 << 10, 256))?;
+//! // my_kernels::gather::launch(&gpu, cfg, cache.view(), &idx, &mut out)?;
+//! let stats = cache.stats()?;
+//! println!("{:.1}% hits, {} bytes loaded", stats.hit_rate() * 100.0, stats.bytes_loaded);
+//! # Ok(()) }
+//! ```
+//!
+//! On the CPU emulator ([`HostCache::on_emulator`]) the same protocol runs on host memory,
+//! with the same results, and the emulator's trace records every hit, miss and eviction.
+
+mod storage;
+
+use std::marker::PhantomData;
+use std::path::Path;
+
+use lookahead::launch::{GpuMemory, HostMemory, KernelValue, MemorySpace};
+use lookahead::Gpu;
+use lookahead_device::cache::HostCached;
+use lookahead_device::DeviceCopy;
+
+use storage::{initial_tables, parts, table_words, GpuStorage, HostStorage, COUNTERS};
+
+/// What can go wrong making or using a cache.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The configuration cannot work; `reason` says what to change.
+    #[error("invalid cache configuration: {reason}")]
+    Config {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The cache's device memory does not fit in the GPU's free memory.
+    #[error("the cache needs {cache_bytes} bytes of device memory and the GPU has {free_bytes} free ({reserve_bytes} kept free for other work): use fewer or smaller slots")]
+    DoesNotFit {
+        /// Device memory the cache asked for (slots, tables, counters).
+        cache_bytes: usize,
+        /// Free device memory.
+        free_bytes: usize,
+        /// Device memory left free for the kernels' other buffers.
+        reserve_bytes: usize,
+    },
+    /// The driver refused the pinned host allocation (the machine's RAM, or its limit on
+    /// locked memory).
+    #[error("pinned host memory of {bytes} bytes was refused ({source}): the data must fit in the host's RAM and its limit on locked memory (`ulimit -l`)")]
+    PinnedRefused {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The driver's error.
+        source: cudarc::driver::DriverError,
+    },
+    /// Reading file-backed data failed.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A GPU call failed.
+    #[error(transparent)]
+    Gpu(#[from] lookahead::Error),
+}
+
+/// What this crate returns.
+pub type Result<T> = std::result::Result<T, CacheError>;
+
+/// The cache's shape: page size and slot count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Bytes per page: a power of two, at least 512 (a warp's 16-byte loads).
+    pub page_bytes: usize,
+    /// Pages the cache holds (at least 1).
+    pub slots: u32,
+    /// Device memory a GPU cache leaves free for the kernels' other buffers.
+    pub reserve_bytes: usize,
+}
+
+impl CacheConfig {
+    /// `slots` pages of `page_bytes` each, leaving 256 MiB of device memory free.
+    pub fn new(page_bytes: usize, slots: u32) -> CacheConfig {
+        CacheConfig {
+            page_bytes,
+            slots,
+            reserve_bytes: 256 << 20,
+        }
+    }
+
+    /// As many pages of `page_bytes` as fit in `capacity_bytes` (at least one).
+    pub fn with_capacity(capacity_bytes: usize, page_bytes: usize) -> CacheConfig {
+        let slots = (capacity_bytes / page_bytes.max(1)).clamp(1, u32::MAX as usize / 4);
+        CacheConfig::new(page_bytes, slots as u32)
+    }
+
+    /// The page size as a shift of elements of `T`, or what is wrong.
+    fn page_shift<T>(&self, len: usize) -> Result<u32> {
+        let elem = std::mem::size_of::<T>();
+        let bad = |reason: String| Err(CacheError::Config { reason });
+        if !self.page_bytes.is_power_of_two() || self.page_bytes < 512 {
+            return bad(format!("page_bytes = {} must be a power of two of at least 512 (a warp copies a page 16 bytes per lane)", self.page_bytes));
+        }
+        if !elem.is_power_of_two() || elem > self.page_bytes {
+            return bad(format!("elements of {elem} bytes: a page must hold a power-of-two number of them (elements of 1, 2, 4, 8 or 16 bytes)"));
+        }
+        if self.slots == 0 || self.slots > u32::MAX / 4 {
+            return bad(format!("slots = {} must be from 1 to {}", self.slots, u32::MAX / 4));
+        }
+        let pages = len.div_ceil(self.page_bytes / elem);
+        if pages >= (u32::MAX - 2) as usize {
+            return bad(format!("{pages} pages is too many for the page table: use larger pages"));
+        }
+        Ok((self.page_bytes / elem).trailing_zeros())
+    }
+}
+
+/// What the cache did, from its counters (cumulative since it was made or last reset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Warp acquires that found their page resident.
+    pub hits: u64,
+    /// Warp acquires that loaded their page.
+    pub misses: u64,
+    /// Pages dropped to make room.
+    pub evictions: u64,
+    /// Bytes copied from host memory.
+    pub bytes_loaded: u64,
+    /// Acquires that waited (for a page being loaded by another warp, or for a free slot).
+    pub waits: u64,
+}
+
+impl CacheStats {
+    /// Hits over acquires (0 when there were none).
+    pub fn hit_rate(&self) -> f64 {
+        let all = self.hits + self.misses;
+        if all == 0 {
+            0.0
+        } else {
+            self.hits as f64 / all as f64
+        }
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &CacheStats) -> CacheStats {
+        CacheStats {
+            hits: self.hits - earlier.hits,
+            misses: self.misses - earlier.misses,
+            evictions: self.evictions - earlier.evictions,
+            bytes_loaded: self.bytes_loaded - earlier.bytes_loaded,
+            waits: self.waits - earlier.waits,
+        }
+    }
+
+    /// Loaded bytes per second over `seconds`, in GB/s.
+    pub fn gb_per_s(&self, seconds: f64) -> f64 {
+        if seconds > 0.0 {
+            self.bytes_loaded as f64 / seconds / 1e9
+        } else {
+            0.0
+        }
+    }
+
+    fn from_counters(c: [u64; COUNTERS]) -> CacheStats {
+        CacheStats {
+            hits: c[0],
+            misses: c[1],
+            evictions: c[2],
+            bytes_loaded: c[3],
+            waits: c[4],
+        }
+    }
+}
+
+enum Storage<T> {
+    Gpu(GpuStorage),
+    Host(HostStorage<T>),
+}
+
+/// Data in host memory with a GPU-driven cache of it in device memory, for kernels in
+/// memory space `M` ([`GpuMemory`]: a GPU; [`HostMemory`]: the CPU emulator).
+pub struct HostCache<T, M: MemorySpace = GpuMemory> {
+    storage: Storage<T>,
+    len: usize,
+    pages: usize,
+    page_shift: u32,
+    config: CacheConfig,
+    _space: PhantomData<M>,
+}
+
+// SAFETY: the raw pointers are owned allocations only this value frees; every access by
+// kernels follows the cache protocol.
+unsafe impl<T: Send, M: MemorySpace> Send for HostCache<T, M> {}
+// SAFETY: `&HostCache` hands out views only; the tables are updated atomically.
+unsafe impl<T: Sync, M: MemorySpace> Sync for HostCache<T, M> {}
+
+impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
+    /// A cache on `gpu` of a copy of `data` in pinned host memory. Refuses (before
+    /// allocating anything) a cache whose device memory does not fit in free GPU memory,
+    /// and reports a refused pinned allocation.
+    pub fn new(gpu: &Gpu, data: &[T], config: CacheConfig) -> Result<Self> {
+        let cache = Self::alloc(gpu, data.len(), config)?;
+        if let Storage::Gpu(g) = &cache.storage {
+            // SAFETY: the pinned allocation holds `data.len()` elements of `T`.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), g.pinned as *mut T, data.len()) };
+        }
+        Ok(cache)
+    }
+
+    /// A cache on `gpu` of the file at `path`, read as elements of `T` straight into pinned
+    /// host memory (the file's length must be a multiple of `T`'s size).
+    pub fn from_file(gpu: &Gpu, path: &Path, config: CacheConfig) -> Result<Self> {
+        use std::io::Read;
+        let io = |source| CacheError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let bytes = file.metadata().map_err(io)?.len() as usize;
+        let elem = std::mem::size_of::<T>();
+        if bytes % elem != 0 {
+            return Err(CacheError::Config {
+                reason: format!("{} is {bytes} bytes, not a whole number of {elem}-byte elements", path.display()),
+            });
+        }
+        let cache = Self::alloc(gpu, bytes / elem, config)?;
+        if let Storage::Gpu(g) = &cache.storage {
+            // SAFETY: the pinned allocation holds `bytes` bytes; `T: DeviceCopy` is valid for
+            // every bit pattern.
+            let dst = unsafe { std::slice::from_raw_parts_mut(g.pinned as *mut u8, bytes) };
+            file.read_exact(dst).map_err(io)?;
+        }
+        Ok(cache)
+    }
+
+    fn alloc(gpu: &Gpu, len: usize, config: CacheConfig) -> Result<Self> {
+        let page_shift = config.page_shift::<T>(len)?;
+        let pages = len.div_ceil(1 << page_shift);
+        let tables = initial_tables(pages, config.slots);
+        let elem = std::mem::size_of::<T>();
+        let g = GpuStorage::new(
+            gpu,
+            len * elem,
+            config.slots as usize * config.page_bytes,
+            &tables,
+            config.reserve_bytes,
+        )?;
+        Ok(HostCache {
+            storage: Storage::Gpu(g),
+            len,
+            pages,
+            page_shift,
+            config,
+            _space: PhantomData,
+        })
+    }
+
+    /// The view a kernel takes as its `HostCached<T>` parameter (borrowing the cache, so it
+    /// outlives the launch; dropping the cache waits for the GPU).
+    pub fn view(&self) -> CacheView<'_, T, GpuMemory> {
+        let Storage::Gpu(g) = &self.storage else {
+            unreachable!("a GPU cache has GPU storage")
+        };
+        let backing = g.backing_device().unwrap_or(g.pinned as u64);
+        let p = parts(
+            backing as *const T,
+            self.len,
+            g.data as *mut T,
+            g.tables as *mut u32,
+            g.counters as *mut u64,
+            (self.pages, self.config.slots, self.page_shift),
+        );
+        // SAFETY: every part is an allocation of this cache, sized by `alloc`, alive while
+        // the view borrows it; the tables started consistent (`initial_tables`).
+        CacheView::new(unsafe { HostCached::from_raw_parts(p) })
+    }
+
+    /// The data in host memory (read-only: it must not change while pages of it are cached).
+    pub fn data(&self) -> &[T] {
+        match &self.storage {
+            // SAFETY: the pinned allocation holds `len` initialised elements.
+            Storage::Gpu(g) => unsafe { std::slice::from_raw_parts(g.pinned as *const T, self.len) },
+            Storage::Host(h) => &h.backing,
+        }
+    }
+}
+
+impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
+    /// A cache of a copy of `data` for kernels on the CPU emulator: the same protocol on host
+    /// memory.
+    pub fn on_emulator(data: &[T], config: CacheConfig) -> Result<Self> {
+        let page_shift = config.page_shift::<T>(data.len())?;
+        let pages = data.len().div_ceil(1 << page_shift);
+        let slot_elems = config.slots as usize * (config.page_bytes / std::mem::size_of::<T>());
+        let h = HostStorage {
+            backing: data.to_vec(),
+            data: (0..slot_elems).map(|_| std::cell::UnsafeCell::new(data.first().copied().unwrap_or_else(|| unsafe { std::mem::zeroed() }))).collect(),
+            tables: initial_tables(pages, config.slots).into_iter().map(Into::into).collect(),
+            counters: (0..COUNTERS).map(|_| 0.into()).collect(),
+        };
+        Ok(HostCache {
+            storage: Storage::Host(h),
+            len: data.len(),
+            pages,
+            page_shift,
+            config,
+            _space: PhantomData,
+        })
+    }
+
+    /// The view an emulated kernel takes as its `HostCached<T>` parameter.
+    pub fn view(&self) -> CacheView<'_, T, HostMemory> {
+        let Storage::Host(h) = &self.storage else {
+            unreachable!("an emulated cache has host storage")
+        };
+        let p = parts(
+            h.backing.as_ptr(),
+            self.len,
+            std::cell::UnsafeCell::raw_get(h.data.as_ptr()),
+            h.tables.as_ptr() as *mut u32,
+            h.counters.as_ptr() as *mut u64,
+            (self.pages, self.config.slots, self.page_shift),
+        );
+        // SAFETY: as for the GPU view; the tables and slots are interior-mutable host memory.
+        CacheView::new(unsafe { HostCached::from_raw_parts(p) })
+    }
+}
+
+impl<T: DeviceCopy + Copy, M: MemorySpace> HostCache<T, M> {
+    /// Elements of the data.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the data is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Pages of the data.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// The configuration it was made with.
+    pub fn config(&self) -> CacheConfig {
+        self.config
+    }
+
+    /// Bytes of device memory its slots take.
+    pub fn capacity_bytes(&self) -> usize {
+        self.config.slots as usize * self.config.page_bytes
+    }
+
+    /// The counters, after waiting for every kernel of the GPU.
+    pub fn stats(&self) -> Result<CacheStats> {
+        let c = match &self.storage {
+            Storage::Gpu(g) => g.counters()?,
+            Storage::Host(h) => std::array::from_fn(|i| h.counters[i].load(std::sync::atomic::Ordering::SeqCst)),
+        };
+        Ok(CacheStats::from_counters(c))
+    }
+
+    /// Which pages are resident, by slot (`None`: the slot is empty), after waiting for
+    /// every kernel.
+    pub fn resident(&self) -> Result<Vec<Option<u32>>> {
+        let words = table_words(self.pages, self.config.slots);
+        let t: Vec<u32> = match &self.storage {
+            Storage::Gpu(g) => g.tables(words)?,
+            Storage::Host(h) => h.tables.iter().map(|w| w.load(std::sync::atomic::Ordering::SeqCst)).collect(),
+        };
+        let slot_page = &t[self.pages..self.pages + self.config.slots as usize];
+        Ok(slot_page
+            .iter()
+            .map(|&p| (p != lookahead_device::cache::ABSENT).then_some(p))
+            .collect())
+    }
+
+    /// Empties the cache and zeroes its counters (waits for every kernel first; `&mut`: no
+    /// view may be in use).
+    pub fn clear(&mut self) -> Result<()> {
+        let tables = initial_tables(self.pages, self.config.slots);
+        match &mut self.storage {
+            Storage::Gpu(g) => g.reset(&tables)?,
+            Storage::Host(h) => {
+                for (w, v) in h.tables.iter_mut().zip(tables) {
+                    *w.get_mut() = v;
+                }
+                h.counters.iter_mut().for_each(|c| *c.get_mut() = 0);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A kernel argument for a `HostCached<T>` parameter, borrowing its [`HostCache`].
+#[derive(Debug, Clone, Copy)]
+pub struct CacheView<'a, T, M> {
+    view: HostCached<T>,
+    _cache: PhantomData<(&'a (), M)>,
+}
+
+impl<T, M> CacheView<'_, T, M> {
+    fn new(view: HostCached<T>) -> Self {
+        CacheView {
+            view,
+            _cache: PhantomData,
+        }
+    }
+}
+
+impl<T: Copy + 'static, M: MemorySpace> KernelValue<HostCached<T>, M> for CacheView<'_, T, M> {
+    fn bind<'b>(self, _args: &mut M::Args<'b>) -> HostCached<T>
+    where
+        Self: 'b,
+    {
+        self.view
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations_are_checked_with_a_reason() {
+        let e = |c: CacheConfig| c.page_shift::<f32>(1 << 20).unwrap_err().to_string();
+        assert!(e(CacheConfig::new(1000, 4)).contains("power of two"));
+        assert!(e(CacheConfig::new(256, 4)).contains("at least 512"));
+        assert!(e(CacheConfig::new(4096, 0)).contains("slots = 0"));
+        assert_eq!(CacheConfig::new(4096, 4).page_shift::<f32>(10).unwrap(), 10);
+        assert_eq!(CacheConfig::with_capacity(1 << 20, 4096).slots, 256);
+        let e = CacheConfig::new(4096, 1).page_shift::<[u8; 3]>(10).unwrap_err();
+        assert!(e.to_string().contains("power-of-two number"), "{e}");
+    }
+
+    #[test]
+    fn stats_rates_and_differences() {
+        let a = CacheStats {
+            hits: 3,
+            misses: 1,
+            evictions: 0,
+            bytes_loaded: 4096,
+            waits: 0,
+        };
+        assert_eq!(a.hit_rate(), 0.75);
+        assert_eq!(a.since(&a), CacheStats::default());
+        assert_eq!(a.gb_per_s(1e-6), 4.096);
+        assert_eq!(CacheStats::default().hit_rate(), 0.0);
+    }
+}

@@ -1,0 +1,194 @@
+//! Where a cache's parts live: pinned host memory mapped for the GPU and device memory for a
+//! GPU cache; host allocations for the CPU emulator.
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+use cudarc::driver::sys;
+use lookahead::Gpu;
+use lookahead_device::cache::{CacheParts, ABSENT};
+
+use crate::{CacheError, Result};
+
+/// The tables' words: `page_slot[pages]`, then `slot_page`, `slot_pins`, `slot_used` (`slots`
+/// each), then the CLOCK hand.
+pub(crate) fn table_words(pages: usize, slots: u32) -> usize {
+    pages + 3 * slots as usize + 1
+}
+
+/// The tables' initial words: every page and slot [`ABSENT`], no pins, no use, hand 0.
+pub(crate) fn initial_tables(pages: usize, slots: u32) -> Vec<u32> {
+    let s = slots as usize;
+    let mut t = vec![ABSENT; pages + s];
+    t.resize(pages + 3 * s + 1, 0);
+    t
+}
+
+/// Counters: hits, misses, evictions, bytes loaded, waits.
+pub(crate) const COUNTERS: usize = 5;
+
+/// A GPU cache's memory: the pinned data and the device allocations (raw, so that kernels
+/// may update them concurrently from any stream; freed after the context is idle).
+pub(crate) struct GpuStorage {
+    pub gpu: Gpu,
+    pub pinned: *mut c_void,
+    pub data: sys::CUdeviceptr,
+    pub tables: sys::CUdeviceptr,
+    pub counters: sys::CUdeviceptr,
+}
+
+fn check(call: &'static str, r: sys::CUresult) -> Result<()> {
+    r.result()
+        .map_err(|source| CacheError::Gpu(lookahead::Error::Driver { call, source }))
+}
+
+impl GpuStorage {
+    /// Pinned, device-mapped host memory of `backing_bytes`, and device memory for
+    /// `data_bytes` of slots and the tables; refuses a cache that does not fit in free
+    /// device memory (leaving `reserve` bytes free).
+    pub fn new(
+        gpu: &Gpu,
+        backing_bytes: usize,
+        data_bytes: usize,
+        tables: &[u32],
+        reserve: usize,
+    ) -> Result<GpuStorage> {
+        gpu.bind_to_thread()?;
+        let device_bytes = data_bytes + tables.len() * 4 + COUNTERS * 8;
+        let (free, _) = gpu.memory_info()?;
+        if device_bytes.saturating_add(reserve) > free {
+            return Err(CacheError::DoesNotFit {
+                cache_bytes: device_bytes,
+                free_bytes: free,
+                reserve_bytes: reserve,
+            });
+        }
+        let mut pinned: *mut c_void = std::ptr::null_mut();
+        // SAFETY: allocates pinned, device-mapped host memory; freed in Drop.
+        let r = unsafe {
+            sys::cuMemHostAlloc(
+                &mut pinned,
+                backing_bytes.max(1),
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
+            )
+        };
+        r.result().map_err(|source| CacheError::PinnedRefused {
+            bytes: backing_bytes,
+            source,
+        })?;
+        let mut s = GpuStorage {
+            gpu: gpu.clone(),
+            pinned,
+            data: 0,
+            tables: 0,
+            counters: 0,
+        };
+        for (ptr, bytes) in [
+            (&mut s.data, data_bytes),
+            (&mut s.tables, tables.len() * 4),
+            (&mut s.counters, COUNTERS * 8),
+        ] {
+            // SAFETY: a device allocation, freed in Drop (a failure drops what came before).
+            check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(ptr, bytes.max(4)) })?;
+        }
+        s.reset(tables)?;
+        Ok(s)
+    }
+
+    /// The device address of the pinned data (unified addressing maps it 1:1).
+    pub fn backing_device(&self) -> Result<u64> {
+        let mut mapped: sys::CUdeviceptr = 0;
+        // SAFETY: `pinned` was allocated with DEVICEMAP.
+        check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut mapped, self.pinned, 0)
+        })?;
+        Ok(mapped)
+    }
+
+    /// Waits for every kernel, then writes `tables` and zeroes the counters.
+    pub fn reset(&self, tables: &[u32]) -> Result<()> {
+        self.gpu.synchronize()?;
+        // SAFETY: synchronous copies into allocations of these sizes.
+        check("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(self.tables, tables.as_ptr() as *const c_void, tables.len() * 4)
+        })?;
+        check("cuMemsetD32", unsafe {
+            sys::cuMemsetD32_v2(self.counters, 0, COUNTERS * 2)
+        })
+    }
+
+    /// Waits for every kernel, then reads the counters.
+    pub fn counters(&self) -> Result<[u64; COUNTERS]> {
+        self.gpu.synchronize()?;
+        let mut c = [0u64; COUNTERS];
+        // SAFETY: a synchronous copy out of the counters' allocation.
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(c.as_mut_ptr() as *mut c_void, self.counters, COUNTERS * 8)
+        })?;
+        Ok(c)
+    }
+
+    /// Waits for every kernel, then reads the tables.
+    pub fn tables(&self, words: usize) -> Result<Vec<u32>> {
+        self.gpu.synchronize()?;
+        let mut t = vec![0u32; words];
+        // SAFETY: a synchronous copy out of the tables' allocation.
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(t.as_mut_ptr() as *mut c_void, self.tables, words * 4)
+        })?;
+        Ok(t)
+    }
+}
+
+impl Drop for GpuStorage {
+    fn drop(&mut self) {
+        // Kernels still running may use every part: wait for them first.
+        let _ = self.gpu.synchronize();
+        // SAFETY: allocated in `new` (0 where an allocation failed), used by nothing now.
+        unsafe {
+            for p in [self.data, self.tables, self.counters] {
+                if p != 0 {
+                    sys::cuMemFree_v2(p);
+                }
+            }
+            sys::cuMemFreeHost(self.pinned);
+        }
+    }
+}
+
+/// An emulated cache's memory, in host allocations the emulated kernels update through
+/// pointers (interior mutability: the view is made from `&self`).
+pub(crate) struct HostStorage<T> {
+    pub backing: Vec<T>,
+    pub data: Vec<UnsafeCell<T>>,
+    pub tables: Vec<AtomicU32>,
+    pub counters: Vec<AtomicU64>,
+}
+
+/// The parts of a cache whose tables start at `tables` (see [`table_words`]).
+pub(crate) fn parts<T>(
+    backing: *const T,
+    len: usize,
+    data: *mut T,
+    tables: *mut u32,
+    counters: *mut u64,
+    (pages, slots, page_shift): (usize, u32, u32),
+) -> CacheParts<T> {
+    let s = slots as usize;
+    // Pointer arithmetic inside the tables' allocation of `table_words(pages, slots)`.
+    let at = |k: usize| tables.wrapping_add(k);
+    CacheParts {
+        backing,
+        len,
+        data,
+        page_slot: at(0),
+        slot_page: at(pages),
+        slot_pins: at(pages + s),
+        slot_used: at(pages + 2 * s),
+        hand: at(pages + 3 * s),
+        counters: counters as *mut lookahead_device::cache::CacheCounters,
+        page_shift,
+        slots,
+    }
+}
