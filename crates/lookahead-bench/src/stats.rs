@@ -4,6 +4,12 @@
 
 pub use lookahead::timing::{median, quantile, time_on_stream, Summary};
 
+use std::time::Instant;
+
+use cudarc::driver::sys;
+use lookahead::error::DriverContext;
+use lookahead::Gpu;
+
 /// `median [min, max]` of `s`, each multiplied by `scale` (1e3 turns seconds into
 /// milliseconds) and written with `decimals` digits after the point: `0.2913 [0.2896, 0.2937]`.
 pub fn median_range(s: &Summary, scale: f64, decimals: usize) -> String {
@@ -34,6 +40,40 @@ pub fn gb_per_s(bytes: f64, seconds: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// Host-to-device copy rate from pinned memory, GB/s (median of 5 synchronous copies of 1
+/// GiB after a warm-up): the interconnect baseline the GPU-driven pulls and caches are
+/// measured against, in the same run.
+pub fn pinned_htod_gbps(gpu: &Gpu) -> lookahead::Result<f64> {
+    let bytes = 1usize << 30;
+    gpu.bind_to_thread()?;
+    let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
+    let mut dev: sys::CUdeviceptr = 0;
+    // SAFETY: plain allocations, freed below.
+    unsafe {
+        sys::cuMemHostAlloc(&mut host, bytes, 0)
+            .result()
+            .during("cuMemHostAlloc")?;
+        std::ptr::write_bytes(host as *mut u8, 1, bytes);
+        sys::cuMemAlloc_v2(&mut dev, bytes)
+            .result()
+            .during("cuMemAlloc")?;
+    }
+    let times = repeat_after_warmup(5, || {
+        let t = Instant::now();
+        // SAFETY: both buffers hold `bytes`.
+        unsafe { sys::cuMemcpyHtoD_v2(dev, host, bytes) }
+            .result()
+            .during("cuMemcpyHtoD")?;
+        Ok::<f64, lookahead::Error>(t.elapsed().as_secs_f64())
+    });
+    // SAFETY: allocated above.
+    unsafe {
+        sys::cuMemFree_v2(dev);
+        sys::cuMemFreeHost(host);
+    }
+    Ok(bytes as f64 / median(&times?).unwrap_or(f64::NAN) / 1e9)
 }
 
 #[cfg(test)]

@@ -119,11 +119,17 @@ impl CacheConfig {
             return bad(format!("elements of {elem} bytes: a page must hold a power-of-two number of them (elements of 1, 2, 4, 8 or 16 bytes)"));
         }
         if self.slots == 0 || self.slots > u32::MAX / 4 {
-            return bad(format!("slots = {} must be from 1 to {}", self.slots, u32::MAX / 4));
+            return bad(format!(
+                "slots = {} must be from 1 to {}",
+                self.slots,
+                u32::MAX / 4
+            ));
         }
         let pages = len.div_ceil(self.page_bytes / elem);
         if pages >= (u32::MAX - 2) as usize {
-            return bad(format!("{pages} pages is too many for the page table: use larger pages"));
+            return bad(format!(
+                "{pages} pages is too many for the page table: use larger pages"
+            ));
         }
         Ok((self.page_bytes / elem).trailing_zeros())
     }
@@ -221,6 +227,39 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
         Ok(cache)
     }
 
+    /// A cache on `gpu` of `len` elements that `fill(first, chunk)` writes straight into
+    /// pinned host memory, in parallel over the host's cores (`chunk` holds elements
+    /// `first..first + chunk.len()`): data too big to build twice.
+    pub fn from_fn(
+        gpu: &Gpu,
+        len: usize,
+        config: CacheConfig,
+        fill: impl Fn(usize, &mut [T]) + Sync,
+    ) -> Result<Self> {
+        let cache = Self::alloc(gpu, len, config)?;
+        if let Storage::Gpu(g) = &cache.storage {
+            let base = g.pinned as usize;
+            let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+            let chunk = len.div_ceil(threads).max(1);
+            std::thread::scope(|s| {
+                for first in (0..len).step_by(chunk) {
+                    let (fill, n) = (&fill, chunk.min(len - first));
+                    s.spawn(move || {
+                        let p = (base as *mut T).wrapping_add(first);
+                        // SAFETY: elements `first..first + n` of the pinned allocation, this
+                        // thread's alone; zeroed first, and zero is a valid `T: DeviceCopy`.
+                        let c = unsafe {
+                            std::ptr::write_bytes(p, 0, n);
+                            std::slice::from_raw_parts_mut(p, n)
+                        };
+                        fill(first, c)
+                    });
+                }
+            });
+        }
+        Ok(cache)
+    }
+
     /// A cache on `gpu` of the file at `path`, read as elements of `T` straight into pinned
     /// host memory (the file's length must be a multiple of `T`'s size).
     pub fn from_file(gpu: &Gpu, path: &Path, config: CacheConfig) -> Result<Self> {
@@ -234,14 +273,20 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
         let elem = std::mem::size_of::<T>();
         if bytes % elem != 0 {
             return Err(CacheError::Config {
-                reason: format!("{} is {bytes} bytes, not a whole number of {elem}-byte elements", path.display()),
+                reason: format!(
+                    "{} is {bytes} bytes, not a whole number of {elem}-byte elements",
+                    path.display()
+                ),
             });
         }
         let cache = Self::alloc(gpu, bytes / elem, config)?;
         if let Storage::Gpu(g) = &cache.storage {
-            // SAFETY: the pinned allocation holds `bytes` bytes; `T: DeviceCopy` is valid for
-            // every bit pattern.
-            let dst = unsafe { std::slice::from_raw_parts_mut(g.pinned as *mut u8, bytes) };
+            // SAFETY: the pinned allocation holds `bytes` bytes, zeroed before the slice is
+            // made; `T: DeviceCopy` is valid for every bit pattern.
+            let dst = unsafe {
+                std::ptr::write_bytes(g.pinned as *mut u8, 0, bytes);
+                std::slice::from_raw_parts_mut(g.pinned as *mut u8, bytes)
+            };
             file.read_exact(dst).map_err(io)?;
         }
         Ok(cache)
@@ -293,7 +338,9 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
     pub fn data(&self) -> &[T] {
         match &self.storage {
             // SAFETY: the pinned allocation holds `len` initialised elements.
-            Storage::Gpu(g) => unsafe { std::slice::from_raw_parts(g.pinned as *const T, self.len) },
+            Storage::Gpu(g) => unsafe {
+                std::slice::from_raw_parts(g.pinned as *const T, self.len)
+            },
             Storage::Host(h) => &h.backing,
         }
     }
@@ -308,8 +355,14 @@ impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
         let slot_elems = config.slots as usize * (config.page_bytes / std::mem::size_of::<T>());
         let h = HostStorage {
             backing: data.to_vec(),
-            data: (0..slot_elems).map(|_| std::cell::UnsafeCell::new(data.first().copied().unwrap_or_else(|| unsafe { std::mem::zeroed() }))).collect(),
-            tables: initial_tables(pages, config.slots).into_iter().map(Into::into).collect(),
+            // SAFETY: zero bits are a valid `T: DeviceCopy` (every bit pattern is).
+            data: (0..slot_elems)
+                .map(|_| std::cell::UnsafeCell::new(unsafe { std::mem::zeroed() }))
+                .collect(),
+            tables: initial_tables(pages, config.slots)
+                .into_iter()
+                .map(Into::into)
+                .collect(),
             counters: (0..COUNTERS).map(|_| 0.into()).collect(),
         };
         Ok(HostCache {
@@ -370,7 +423,9 @@ impl<T: DeviceCopy + Copy, M: MemorySpace> HostCache<T, M> {
     pub fn stats(&self) -> Result<CacheStats> {
         let c = match &self.storage {
             Storage::Gpu(g) => g.counters()?,
-            Storage::Host(h) => std::array::from_fn(|i| h.counters[i].load(std::sync::atomic::Ordering::SeqCst)),
+            Storage::Host(h) => {
+                std::array::from_fn(|i| h.counters[i].load(std::sync::atomic::Ordering::SeqCst))
+            }
         };
         Ok(CacheStats::from_counters(c))
     }
@@ -381,7 +436,11 @@ impl<T: DeviceCopy + Copy, M: MemorySpace> HostCache<T, M> {
         let words = table_words(self.pages, self.config.slots);
         let t: Vec<u32> = match &self.storage {
             Storage::Gpu(g) => g.tables(words)?,
-            Storage::Host(h) => h.tables.iter().map(|w| w.load(std::sync::atomic::Ordering::SeqCst)).collect(),
+            Storage::Host(h) => h
+                .tables
+                .iter()
+                .map(|w| w.load(std::sync::atomic::Ordering::SeqCst))
+                .collect(),
         };
         let slot_page = &t[self.pages..self.pages + self.config.slots as usize];
         Ok(slot_page
@@ -444,7 +503,9 @@ mod tests {
         assert!(e(CacheConfig::new(4096, 0)).contains("slots = 0"));
         assert_eq!(CacheConfig::new(4096, 4).page_shift::<f32>(10).unwrap(), 10);
         assert_eq!(CacheConfig::with_capacity(1 << 20, 4096).slots, 256);
-        let e = CacheConfig::new(4096, 1).page_shift::<[u8; 3]>(10).unwrap_err();
+        let e = CacheConfig::new(4096, 1)
+            .page_shift::<[u8; 3]>(10)
+            .unwrap_err();
         assert!(e.to_string().contains("power-of-two number"), "{e}");
     }
 

@@ -90,7 +90,9 @@ impl GpuStorage {
             (&mut s.counters, COUNTERS * 8),
         ] {
             // SAFETY: a device allocation, freed in Drop (a failure drops what came before).
-            check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(ptr, bytes.max(4)) })?;
+            check("cuMemAlloc", unsafe {
+                sys::cuMemAlloc_v2(ptr, bytes.max(4))
+            })?;
         }
         s.reset(tables)?;
         Ok(s)
@@ -111,7 +113,11 @@ impl GpuStorage {
         self.gpu.synchronize()?;
         // SAFETY: synchronous copies into allocations of these sizes.
         check("cuMemcpyHtoD", unsafe {
-            sys::cuMemcpyHtoD_v2(self.tables, tables.as_ptr() as *const c_void, tables.len() * 4)
+            sys::cuMemcpyHtoD_v2(
+                self.tables,
+                tables.as_ptr() as *const c_void,
+                tables.len() * 4,
+            )
         })?;
         check("cuMemsetD32", unsafe {
             sys::cuMemsetD32_v2(self.counters, 0, COUNTERS * 2)

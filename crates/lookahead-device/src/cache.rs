@@ -311,7 +311,8 @@ impl<T: Copy> HostCached<T> {
         let held = on_lane0(|| unsafe {
             let old = u32::atomic_add_ptr(pins, 1);
             fence_gpu();
-            let ok = old & LOCKED == 0 && load_relaxed_gpu(self.slot_page.add(slot as usize)) == page;
+            let ok =
+                old & LOCKED == 0 && load_relaxed_gpu(self.slot_page.add(slot as usize)) == page;
             if ok {
                 u32::atomic_exchange_ptr(self.slot_used.add(slot as usize), 1);
             } else {

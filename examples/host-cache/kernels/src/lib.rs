@@ -58,7 +58,9 @@ pub fn gather_rows(table: HostCached<f32>, rows: &[u32], out: &mut [f32]) {
     let (first, warps) = warp_in_grid();
     for r in (first..rows.len()).step_by(warps) {
         let start = rows[r] as usize * DIM;
-        table.for_range(start..start + DIM, |at, part| put_row(out, r, at, part, start));
+        table.for_range(start..start + DIM, |at, part| {
+            put_row(out, r, at, part, start)
+        });
     }
 }
 
@@ -99,11 +101,17 @@ fn distance4(v: &[f32], q: &[f32]) -> f32 {
 /// `vecs[s..e]` (vectors `s + w`, `s + w + warps`, ... for warp `w` of the block).
 #[inline(always)]
 fn warp_min(vecs: &[f32], s: usize, e: usize, q: &[f32]) -> f32 {
-    let (w, warps) = ((thread_idx_x() / 32) as usize, (block_dim_x() / 32) as usize);
+    let (w, warps) = (
+        (thread_idx_x() / 32) as usize,
+        (block_dim_x() / 32) as usize,
+    );
     let lane = lane_id() as usize;
     let mut min = f32::INFINITY;
     for v in (s + w..e).step_by(warps) {
-        min = min.min(distance4(&vecs[v * DIM + lane * 4..v * DIM + lane * 4 + 4], q));
+        min = min.min(distance4(
+            &vecs[v * DIM + lane * 4..v * DIM + lane * 4 + 4],
+            q,
+        ));
     }
     min
 }
@@ -132,10 +140,20 @@ fn fold(best: &mut u32, min: f32) {
 
 /// The query's 4 floats of this lane and the pair's list range.
 #[inline(always)]
-fn pair<'a>(p: usize, list_off: &[u32], queries: &'a [f32], pair_list: &[u32], pair_query: &[u32]) -> (&'a [f32], usize, usize) {
+fn pair<'a>(
+    p: usize,
+    list_off: &[u32],
+    queries: &'a [f32],
+    pair_list: &[u32],
+    pair_query: &[u32],
+) -> (&'a [f32], usize, usize) {
     let qi = pair_query[p] as usize * DIM + lane_id() as usize * 4;
     let l = pair_list[p] as usize;
-    (&queries[qi..qi + 4], list_off[l] as usize, list_off[l + 1] as usize)
+    (
+        &queries[qi..qi + 4],
+        list_off[l] as usize,
+        list_off[l + 1] as usize,
+    )
 }
 
 /// `best[p]`: the smallest squared distance (float bits) from query `pair_query[p]` to list

@@ -27,7 +27,10 @@ fn randoms(seed: u64, n: usize, m: usize) -> Vec<u32> {
 }
 
 fn floats(seed: u64, n: usize) -> Vec<f32> {
-    randoms(seed, n, 1 << 20).iter().map(|&v| v as f32 / (1 << 19) as f32 - 1.0).collect()
+    randoms(seed, n, 1 << 20)
+        .iter()
+        .map(|&v| v as f32 / (1 << 19) as f32 - 1.0)
+        .collect()
 }
 
 fn cfg(blocks: u32, threads: u32) -> LaunchConfig {
@@ -64,13 +67,24 @@ fn gather_on_the_emulator_matches_the_cpu_and_counts_every_acquire() {
     assert_eq!(out, want);
     let s = cache.stats().unwrap();
     assert_eq!(s.hits + s.misses, gather_acquires(&idx, 128, 4), "{s:?}");
-    assert_eq!(s.evictions, s.misses - 4, "the first 4 misses fill empty slots: {s:?}");
+    assert_eq!(
+        s.evictions,
+        s.misses - 4,
+        "the first 4 misses fill empty slots: {s:?}"
+    );
     assert_eq!(s.bytes_loaded, s.misses * 512);
     let trace = emu.take_prefetch_trace();
-    let count = |f: fn(&Instruction) -> bool| trace.iter().filter(|r| f(&r.instruction)).count() as u64;
-    assert_eq!(count(|i| matches!(i, Instruction::CacheMiss { .. })), s.misses);
+    let count =
+        |f: fn(&Instruction) -> bool| trace.iter().filter(|r| f(&r.instruction)).count() as u64;
+    assert_eq!(
+        count(|i| matches!(i, Instruction::CacheMiss { .. })),
+        s.misses
+    );
     assert_eq!(count(|i| matches!(i, Instruction::CacheHit { .. })), s.hits);
-    assert_eq!(count(|i| matches!(i, Instruction::CacheEvict { .. })), s.evictions);
+    assert_eq!(
+        count(|i| matches!(i, Instruction::CacheEvict { .. })),
+        s.evictions
+    );
     let resident = cache.resident().unwrap();
     assert_eq!(resident.len(), 4);
     assert!(resident.iter().all(Option::is_some));
@@ -83,14 +97,22 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
     let table = floats(3, rows_n * DIM);
     let rows = randoms(4, 70, rows_n);
     // Pages of 2 rows, 3 slots.
-    let cache = HostCache::<f32, HostMemory>::on_emulator(&table, CacheConfig::new(1024, 3)).unwrap();
+    let cache =
+        HostCache::<f32, HostMemory>::on_emulator(&table, CacheConfig::new(1024, 3)).unwrap();
     let emu = Emulator::new().workers(2);
     let c = cfg(2, 64);
-    let mut got = [vec![f32::NAN; rows.len() * DIM], vec![f32::NAN; rows.len() * DIM], vec![f32::NAN; rows.len() * DIM]];
+    let mut got = [
+        vec![f32::NAN; rows.len() * DIM],
+        vec![f32::NAN; rows.len() * DIM],
+        vec![f32::NAN; rows.len() * DIM],
+    ];
     gather_rows::launch(&emu, c, cache.view(), &rows, &mut got[0]).unwrap();
     gather_rows_zero_copy::launch(&emu, c, cache.view(), &rows, &mut got[1]).unwrap();
     gather_rows_device::launch(&emu, c, &table, &rows, &mut got[2]).unwrap();
-    let want: Vec<f32> = rows.iter().flat_map(|&r| table[r as usize * DIM..][..DIM].to_vec()).collect();
+    let want: Vec<f32> = rows
+        .iter()
+        .flat_map(|&r| table[r as usize * DIM..][..DIM].to_vec())
+        .collect();
     for g in &got {
         assert_eq!(g, &want);
     }
@@ -103,7 +125,11 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
         .map(|p| {
             let (l, q) = (pair_list[p] as usize, pair_query[p] as usize);
             (list_off[l]..list_off[l + 1])
-                .map(|v| (0..DIM).map(|d| (table[v as usize * DIM + d] - queries[q * DIM + d]).powi(2)).sum::<f32>())
+                .map(|v| {
+                    (0..DIM)
+                        .map(|d| (table[v as usize * DIM + d] - queries[q * DIM + d]).powi(2))
+                        .sum::<f32>()
+                })
                 .fold(f32::INFINITY, f32::min)
         })
         .collect();
@@ -116,11 +142,16 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
             _ => scan_lists_device::launch(&emu, c, &table, a.0, a.1, a.2, a.3, &mut best),
         }
         .unwrap();
-        best.iter().map(|b| f32::from_bits(*b)).collect::<Vec<f32>>()
+        best.iter()
+            .map(|b| f32::from_bits(*b))
+            .collect::<Vec<f32>>()
     };
     for k in 0..3 {
         for (g, w) in run(k).iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()) || (g.is_infinite() && w.is_infinite()), "variant {k}: {g} vs {w}");
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()) || (g.is_infinite() && w.is_infinite()),
+                "variant {k}: {g} vs {w}"
+            );
         }
     }
 }
@@ -131,22 +162,41 @@ fn stress_on_the_emulator_reads_only_what_each_page_holds() {
     let cache = HostCache::<u32, HostMemory>::on_emulator(&data, CacheConfig::new(512, 2)).unwrap();
     let emu = Emulator::new().workers(2);
     let mut errors = vec![0u32];
-    let params = Stress { rounds: 30, seed: 7 };
+    let params = Stress {
+        rounds: 30,
+        seed: 7,
+    };
     stress::launch(&emu, cfg(2, 64), cache.view(), params, &mut errors).unwrap();
     assert_eq!(errors[0], 0);
     let s = cache.stats().unwrap();
-    assert_eq!(s.hits + s.misses, 4 * 30, "every acquire counted once: {s:?}");
+    assert_eq!(
+        s.hits + s.misses,
+        4 * 30,
+        "every acquire counted once: {s:?}"
+    );
 }
 
 #[test]
 fn every_kernel_is_an_entry_of_the_ptx() {
     for (arch, ptx) in PTX {
-        for k in ["gather_rows", "gather_rows_zero_copy", "gather_rows_device", "scan_lists", "scan_lists_zero_copy", "scan_lists_device", "gather", "stress"] {
+        for k in [
+            "gather_rows",
+            "gather_rows_zero_copy",
+            "gather_rows_device",
+            "scan_lists",
+            "scan_lists_zero_copy",
+            "scan_lists_device",
+            "gather",
+            "stress",
+        ] {
             assert!(ptx.contains(&format!(".entry {k}(")), "sm_{arch} lacks {k}");
         }
         // The miss path copies pages with 16-byte loads and publishes with atomics.
         let body = lookahead_builder::ptx::entry_body(ptx, "gather_rows").unwrap();
-        assert!(body.contains("ld.global.cs.v4.u32") && body.contains("atom.cas.b32"), "sm_{arch}");
+        assert!(
+            body.contains("ld.global.cs.v4.u32") && body.contains("atom.cas.b32"),
+            "sm_{arch}"
+        );
     }
     lookahead_tests::assert_ptxas_accepts("host_cache_kernels", PTX);
 }
@@ -161,7 +211,10 @@ fn gpu() -> lookahead::Gpu {
 #[ignore = "needs a CUDA GPU"]
 fn gather_on_a_gpu_matches_the_cpu_through_a_small_cache() {
     let gpu = gpu();
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     let data = floats(seed, 16 << 20); // 64 MiB
     let idx = randoms(seed ^ 0xabc, 1 << 20, data.len());
     let cache = HostCache::new(&gpu, &data, CacheConfig::new(64 << 10, 64)).unwrap();
@@ -172,7 +225,11 @@ fn gather_on_a_gpu_matches_the_cpu_through_a_small_cache() {
         gather::launch(&gpu, cfg(264, BLOCK), cache.view(), &d_idx, &mut out).unwrap();
         gpu.synchronize().unwrap();
         let got = s.clone_dtoh(&out).unwrap();
-        let wrong = got.iter().zip(&idx).filter(|(g, &i)| g.to_bits() != data[i as usize].to_bits()).count();
+        let wrong = got
+            .iter()
+            .zip(&idx)
+            .filter(|(g, &i)| g.to_bits() != data[i as usize].to_bits())
+            .count();
         assert_eq!(wrong, 0, "round {round}, seed {seed}");
     }
     let st = cache.stats().unwrap();
@@ -190,15 +247,25 @@ fn stress_on_a_gpu_8_slots_64_warps_10000_launches() {
     let (launches, warps, rounds) = (10_000u32, 64u64, 8u32);
     let started = std::time::Instant::now();
     for k in 0..launches {
-        let params = Stress { rounds, seed: k.wrapping_mul(7919) };
+        let params = Stress {
+            rounds,
+            seed: k.wrapping_mul(7919),
+        };
         stress::launch(&gpu, cfg(8, BLOCK), cache.view(), params, &mut errors).unwrap();
     }
     gpu.synchronize().unwrap();
     let errors = gpu.stream().clone_dtoh(&errors).unwrap()[0];
     let s = cache.stats().unwrap();
-    std::println!("stress: {launches} launches of {warps} warps x {rounds} pages in {:.2} s: {s:?}", started.elapsed().as_secs_f64());
+    std::println!(
+        "stress: {launches} launches of {warps} warps x {rounds} pages in {:.2} s: {s:?}",
+        started.elapsed().as_secs_f64()
+    );
     assert_eq!(errors, 0, "elements read that were not their page's: {s:?}");
-    assert_eq!(s.hits + s.misses, launches as u64 * warps * rounds as u64, "{s:?}");
+    assert_eq!(
+        s.hits + s.misses,
+        launches as u64 * warps * rounds as u64,
+        "{s:?}"
+    );
     assert_eq!(s.evictions, s.misses - 8, "{s:?}");
 }
 
@@ -212,7 +279,9 @@ fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
     let rows = randoms(12, 50_000, rows_n);
     let cache = HostCache::new(&gpu, &table, CacheConfig::new(64 << 10, 128)).unwrap();
     let (d_table, d_rows) = (s.clone_htod(&table).unwrap(), s.clone_htod(&rows).unwrap());
-    let mut outs: Vec<_> = (0..3).map(|_| s.clone_htod(&vec![f32::NAN; rows.len() * DIM]).unwrap()).collect();
+    let mut outs: Vec<_> = (0..3)
+        .map(|_| s.clone_htod(&vec![f32::NAN; rows.len() * DIM]).unwrap())
+        .collect();
     let c = cfg(264, BLOCK);
     gather_rows::launch(&gpu, c, cache.view(), &d_rows, &mut outs[0]).unwrap();
     gather_rows_zero_copy::launch(&gpu, c, cache.view(), &d_rows, &mut outs[1]).unwrap();
@@ -227,11 +296,38 @@ fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
     let queries = floats(13, 16 * DIM);
     let (pair_list, pair_query) = (randoms(14, 2000, 512), randoms(15, 2000, 16));
     let up = |v: &Vec<u32>| s.clone_htod(v).unwrap();
-    let (d_off, d_q, d_pl, d_pq) = (up(&list_off), s.clone_htod(&queries).unwrap(), up(&pair_list), up(&pair_query));
-    let mut best: Vec<_> = (0..3).map(|_| up(&vec![u32::MAX; pair_list.len()])).collect();
+    let (d_off, d_q, d_pl, d_pq) = (
+        up(&list_off),
+        s.clone_htod(&queries).unwrap(),
+        up(&pair_list),
+        up(&pair_query),
+    );
+    let mut best: Vec<_> = (0..3)
+        .map(|_| up(&vec![u32::MAX; pair_list.len()]))
+        .collect();
     let c = cfg(1024, BLOCK);
-    scan_lists::launch(&gpu, c, cache.view(), &d_off, &d_q, &d_pl, &d_pq, &mut best[0]).unwrap();
-    scan_lists_zero_copy::launch(&gpu, c, cache.view(), &d_off, &d_q, &d_pl, &d_pq, &mut best[1]).unwrap();
+    scan_lists::launch(
+        &gpu,
+        c,
+        cache.view(),
+        &d_off,
+        &d_q,
+        &d_pl,
+        &d_pq,
+        &mut best[0],
+    )
+    .unwrap();
+    scan_lists_zero_copy::launch(
+        &gpu,
+        c,
+        cache.view(),
+        &d_off,
+        &d_q,
+        &d_pl,
+        &d_pq,
+        &mut best[1],
+    )
+    .unwrap();
     scan_lists_device::launch(&gpu, c, &d_table, &d_off, &d_q, &d_pl, &d_pq, &mut best[2]).unwrap();
     gpu.synchronize().unwrap();
     let want = s.clone_dtoh(&best[2]).unwrap();

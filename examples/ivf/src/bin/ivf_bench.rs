@@ -15,15 +15,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use cudarc::driver::sys;
-use lookahead::DriverContext;
 use lookahead::{Error, Gpu, PrefetchOptions};
 use lookahead_bench::args::{at_least, at_most, float_range, in_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use lookahead_bench::plot::{Line, LineChart};
 use lookahead_bench::progress::{progress_bar, ProgressBar};
-use lookahead_bench::stats::{gb_per_s, median, median_range, repeat_after_warmup, Summary};
+use lookahead_bench::stats::{gb_per_s, median, median_range, Summary};
 use lookahead_bench::table::Table;
 use lookahead_ivf::data::{Clusters, Vectors};
 use lookahead_ivf::gpu::{
@@ -148,39 +146,6 @@ fn start(args: &Args) -> Res<bool> {
     let out = OutDir::create(&args.out)?;
     let gpu = Gpu::new(0)?;
     run(&gpu, args, &out)
-}
-
-/// Host-to-device copy rate from pinned memory, GB/s (median of 5 copies of 1 GiB after a
-/// warm-up).
-fn pinned_memcpy_gbps(gpu: &Gpu) -> lookahead::Result<f64> {
-    let bytes = 1usize << 30;
-    gpu.bind_to_thread()?;
-    let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
-    let mut dev: sys::CUdeviceptr = 0;
-    // SAFETY: plain allocations, freed below.
-    unsafe {
-        sys::cuMemHostAlloc(&mut host, bytes, 0)
-            .result()
-            .during("cuMemHostAlloc")?;
-        std::ptr::write_bytes(host as *mut u8, 1, bytes);
-        sys::cuMemAlloc_v2(&mut dev, bytes)
-            .result()
-            .during("cuMemAlloc")?;
-    }
-    let times = repeat_after_warmup(5, || {
-        let t = Instant::now();
-        // SAFETY: both buffers hold `bytes`.
-        unsafe { sys::cuMemcpyHtoD_v2(dev, host, bytes) }
-            .result()
-            .during("cuMemcpyHtoD")?;
-        Ok::<f64, lookahead::Error>(t.elapsed().as_secs_f64())
-    });
-    // SAFETY: allocated above.
-    unsafe {
-        sys::cuMemFree_v2(dev);
-        sys::cuMemFreeHost(host);
-    }
-    Ok(bytes as f64 / median(&times?).unwrap_or(f64::NAN) / 1e9)
 }
 
 /// How many vectors make a `--gib` index, refused (with a message saying what to lower) when
@@ -460,7 +425,7 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
     let header = RunHeader::for_gpu(gpu)?;
     print!("{}", header.markdown());
     let mut built = build_index(gpu, args, n)?;
-    let pinned = pinned_memcpy_gbps(gpu)?;
+    let pinned = lookahead_bench::stats::pinned_htod_gbps(gpu)?;
     println!("pinned cudaMemcpy H2D: {pinned:.1} GB/s");
     let profile = MachineProfile::probe(gpu)?;
     println!("probe: {}", profile.summary());

@@ -1,0 +1,294 @@
+//! Running a workload's batches in each way of reaching host data: through the cache,
+//! zero-copy, host-driven copies, all-resident, and Unified Memory.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+use host_cache_kernels::{
+    gather_rows, gather_rows_device, gather_rows_zero_copy, scan_lists, scan_lists_device,
+    scan_lists_zero_copy, BLOCK, DIM,
+};
+use lookahead::launch::LaunchConfig;
+use lookahead::prefetch::{prefetch_range, prefetch_ranges};
+use lookahead::timing::time_on_stream;
+use lookahead::{ByteRange, Gpu, Location, ManagedBuffer};
+use lookahead_cache::{CacheStats, HostCache};
+
+use crate::data::ScanBatch;
+use crate::Res;
+
+/// A way of reaching the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A copy of the data in device memory (the reference and the lower bound).
+    Resident,
+    /// Through the GPU-driven cache.
+    Cache,
+    /// Straight from host memory over the interconnect, nothing kept.
+    ZeroCopy,
+    /// The host gathers exactly what the batch needs into pinned memory and copies it over
+    /// (row gather only).
+    HostCopy,
+    /// Unified Memory, pages migrating on first touch.
+    UvmFaults,
+    /// Unified Memory with the batch's ranges prefetched to the GPU before its kernel.
+    UvmPrefetch,
+}
+
+impl Mode {
+    /// The name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Resident => "all-resident (device memory)",
+            Mode::Cache => "GPU-driven cache",
+            Mode::ZeroCopy => "zero-copy (mapped host memory)",
+            Mode::HostCopy => "host-driven copy per batch",
+            Mode::UvmFaults => "Unified Memory, faults",
+            Mode::UvmPrefetch => "Unified Memory, batch prefetch",
+        }
+    }
+}
+
+/// What one mode did, batch by batch.
+pub struct ModeRun {
+    pub mode: Mode,
+    /// Milliseconds per batch (GPU time; wall time for the host-driven copy).
+    pub ms: Vec<f64>,
+    /// The cache's counters per batch (cache mode only).
+    pub stats: Vec<CacheStats>,
+    /// Whether every batch's output equalled the all-resident one's.
+    pub identical: bool,
+}
+
+/// The data in every place a mode reads it from.
+pub struct Places {
+    pub gpu: Gpu,
+    /// Streaming multiprocessors of the GPU.
+    pub sms: u32,
+    pub cache: HostCache<f32>,
+    pub device: Option<CudaSlice<f32>>,
+    pub managed: Option<ManagedBuffer<f32>>,
+}
+
+impl Places {
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.gpu.stream()
+    }
+
+    /// Puts the data back where a mode starts cold: the cache empty, managed pages on the
+    /// host.
+    pub fn make_cold(&mut self, mode: Mode) -> Res<()> {
+        match mode {
+            Mode::Cache => self.cache.clear()?,
+            Mode::UvmFaults | Mode::UvmPrefetch => {
+                let m = self.managed.as_ref().ok_or("no managed copy")?;
+                prefetch_range(&self.gpu, m.byte_range(), Location::Host, self.stream())?;
+                self.gpu.synchronize()?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether `mode` can run here.
+    pub fn has(&self, mode: Mode) -> bool {
+        match mode {
+            Mode::Resident => self.device.is_some(),
+            Mode::UvmFaults | Mode::UvmPrefetch => self.managed.is_some(),
+            _ => true,
+        }
+    }
+
+    /// The ranges of whole rows `rows` of the managed copy, sorted and merged.
+    fn managed_rows(&self, rows: impl Iterator<Item = (usize, usize)>) -> Res<Vec<ByteRange>> {
+        let m = self.managed.as_ref().ok_or("no managed copy")?;
+        let base = m.device_ptr();
+        let mut spans: Vec<(usize, usize)> = rows.collect();
+        spans.sort_unstable();
+        let mut out: Vec<ByteRange> = Vec::new();
+        for (s, e) in spans {
+            let (start, end) = (base + (s * DIM * 4) as u64, base + (e * DIM * 4) as u64);
+            match out.last_mut() {
+                Some(r) if r.start + r.len >= start => r.len = r.len.max(end - r.start),
+                _ => out.push(ByteRange::new(start, end - start)?),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Every batch of one mode from a cold start; `step(places, mode, b)` runs batch `b` and
+/// returns its milliseconds and a digest of its output, which must equal `reference[b]`
+/// (recorded by the first mode run, the reference).
+pub fn run_mode(
+    places: &mut Places,
+    mode: Mode,
+    batches: usize,
+    reference: &mut Vec<u64>,
+    mut step: impl FnMut(&mut Places, Mode, usize) -> Res<(f64, u64)>,
+) -> Res<ModeRun> {
+    places.make_cold(mode)?;
+    let mut run = ModeRun {
+        mode,
+        ms: Vec::new(),
+        stats: Vec::new(),
+        identical: true,
+    };
+    let mut before = places.cache.stats()?;
+    for b in 0..batches {
+        let (ms, digest) = step(places, mode, b)?;
+        run.ms.push(ms);
+        if mode == Mode::Cache {
+            let now = places.cache.stats()?;
+            run.stats.push(now.since(&before));
+            before = now;
+        }
+        if reference.len() == b {
+            reference.push(digest);
+        }
+        run.identical &= reference[b] == digest;
+    }
+    Ok(run)
+}
+
+/// FNV-1a of a device buffer's 32-bit words (after the GPU is done with it).
+pub fn digest<T: cudarc::driver::DeviceRepr + Default + Clone>(
+    p: &Places,
+    buf: &CudaSlice<T>,
+    bits: impl Fn(&T) -> u32,
+) -> Res<u64> {
+    p.gpu.synchronize()?;
+    let host = p.gpu.stream().clone_dtoh(buf)?;
+    Ok(host.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, v| {
+        (h ^ bits(v) as u64).wrapping_mul(0x100_0000_01b3)
+    }))
+}
+
+/// The row gather's inputs and output on the device.
+pub struct Rows {
+    pub batches: Vec<CudaSlice<u32>>,
+    pub host_batches: Vec<Vec<u32>>,
+    pub out: CudaSlice<f32>,
+    pub staging: Vec<f32>,
+}
+
+/// One batch of the row gather in `mode`.
+pub fn rows_batch(p: &mut Places, rows: &mut Rows, mode: Mode, b: usize) -> Res<f64> {
+    let cfg = LaunchConfig::new((p.sms * 8, 1, 1), (BLOCK, 1, 1));
+    let (ids, out) = (&rows.batches[b], &mut rows.out);
+    let stream = p.stream().clone();
+    if mode == Mode::HostCopy {
+        let t = Instant::now();
+        host_gather(p.cache.data(), &rows.host_batches[b], &mut rows.staging);
+        stream.memcpy_htod(&rows.staging, out)?;
+        stream.synchronize()?;
+        return Ok(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let ranges = match mode {
+        Mode::UvmPrefetch => p.managed_rows(
+            rows.host_batches[b]
+                .iter()
+                .map(|&r| (r as usize, r as usize + 1)),
+        )?,
+        _ => Vec::new(),
+    };
+    let (_, ms) = time_on_stream(&stream, || match mode {
+        Mode::Resident => {
+            gather_rows_device::launch(&stream, cfg, p.device.as_ref().unwrap(), ids, out)
+        }
+        Mode::Cache => gather_rows::launch(&stream, cfg, p.cache.view(), ids, out),
+        Mode::ZeroCopy => gather_rows_zero_copy::launch(&stream, cfg, p.cache.view(), ids, out),
+        _ => {
+            let m = p.managed.as_ref().unwrap();
+            if mode == Mode::UvmPrefetch {
+                prefetch_ranges(
+                    &p.gpu,
+                    &ranges,
+                    Location::Device(p.gpu.ordinal()),
+                    &stream,
+                    true,
+                )?;
+            }
+            gather_rows_device::launch(&stream, cfg, m, ids, out)
+        }
+    })?;
+    Ok(ms)
+}
+
+/// The host-driven baseline's gather: the batch's rows into `staging`, in parallel.
+fn host_gather(table: &[f32], ids: &[u32], staging: &mut [f32]) {
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let per = ids.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (ids, out) in ids.chunks(per).zip(staging.chunks_mut(per * DIM)) {
+            s.spawn(move || {
+                for (r, o) in ids.iter().zip(out.chunks_mut(DIM)) {
+                    o.copy_from_slice(&table[*r as usize * DIM..][..DIM]);
+                }
+            });
+        }
+    });
+}
+
+/// The list scans' index, batches and output on the device.
+pub struct Scans {
+    pub list_off: CudaSlice<u32>,
+    pub host_off: Vec<u32>,
+    pub batches: Vec<(CudaSlice<f32>, CudaSlice<u32>, CudaSlice<u32>)>,
+    pub host_batches: Vec<ScanBatch>,
+    pub best: CudaSlice<u32>,
+}
+
+/// One batch of list scans in `mode`.
+pub fn scans_batch(p: &mut Places, s: &mut Scans, mode: Mode, b: usize) -> Res<f64> {
+    let stream = p.stream().clone();
+    let (q, pl, pq) = &s.batches[b];
+    let pairs = pl.len();
+    let mut best = s.best.slice_mut(0..pairs);
+    stream.memcpy_htod(&vec![u32::MAX; pairs], &mut best)?; // no minimum yet
+    let cfg = LaunchConfig::new((pairs as u32, 1, 1), (BLOCK, 1, 1));
+    let off = &s.list_off;
+    let ranges = match mode {
+        Mode::UvmPrefetch => {
+            let h = &s.host_batches[b];
+            p.managed_rows(h.pair_list.iter().map(|&l| {
+                (
+                    s.host_off[l as usize] as usize,
+                    s.host_off[l as usize + 1] as usize,
+                )
+            }))?
+        }
+        _ => Vec::new(),
+    };
+    let (_, ms) = time_on_stream(&stream, || match mode {
+        Mode::Resident => scan_lists_device::launch(
+            &stream,
+            cfg,
+            p.device.as_ref().unwrap(),
+            off,
+            q,
+            pl,
+            pq,
+            &mut best,
+        ),
+        Mode::Cache => scan_lists::launch(&stream, cfg, p.cache.view(), off, q, pl, pq, &mut best),
+        Mode::ZeroCopy => {
+            scan_lists_zero_copy::launch(&stream, cfg, p.cache.view(), off, q, pl, pq, &mut best)
+        }
+        _ => {
+            let m = p.managed.as_ref().unwrap();
+            if mode == Mode::UvmPrefetch {
+                prefetch_ranges(
+                    &p.gpu,
+                    &ranges,
+                    Location::Device(p.gpu.ordinal()),
+                    &stream,
+                    true,
+                )?;
+            }
+            scan_lists_device::launch(&stream, cfg, m, off, q, pl, pq, &mut best)
+        }
+    })?;
+    Ok(ms)
+}

@@ -1,0 +1,242 @@
+//! The results: one table per workload (cold batch, steady state, the cache's rates and
+//! hit rate, the targets), every batch in CSV, and a plot of batch times.
+
+use lookahead_bench::header::RunHeader;
+use lookahead_bench::output::OutDir;
+use lookahead_bench::plot::{Line, LineChart};
+use lookahead_bench::stats::{median_range, Summary};
+use lookahead_bench::table::Table;
+use lookahead_cache::CacheStats;
+
+use crate::modes::{Mode, ModeRun};
+use crate::Res;
+
+/// What the run was.
+pub struct Meta {
+    pub header: RunHeader,
+    pub pinned_gbps: f64,
+    pub seed: u64,
+    pub data_bytes: usize,
+    pub cache_bytes: usize,
+    pub page_bytes: usize,
+    pub args: String,
+}
+
+/// The steady state: the second half of the batches.
+fn steady(run: &ModeRun) -> &[f64] {
+    &run.ms[run.ms.len() / 2..]
+}
+
+fn steady_summary(run: &ModeRun) -> Summary {
+    Summary::of(steady(run)).expect("at least 2 batches")
+}
+
+fn find(runs: &[ModeRun], mode: Mode) -> Option<&ModeRun> {
+    runs.iter().find(|r| r.mode == mode)
+}
+
+/// The cache's counters over the steady batches.
+fn steady_stats(run: &ModeRun) -> CacheStats {
+    let s = &run.stats[run.stats.len() / 2..];
+    s.iter().fold(CacheStats::default(), |a, b| CacheStats {
+        hits: a.hits + b.hits,
+        misses: a.misses + b.misses,
+        evictions: a.evictions + b.evictions,
+        bytes_loaded: a.bytes_loaded + b.bytes_loaded,
+        waits: a.waits + b.waits,
+    })
+}
+
+/// The cache's numbers the targets are about, as lines.
+fn targets(meta: &Meta, runs: &[ModeRun]) -> String {
+    let Some(cache) = find(runs, Mode::Cache) else {
+        return String::new();
+    };
+    let mut t = String::new();
+    let cold = cache.stats[0];
+    let cold_gbps = cold.gb_per_s(cache.ms[0] / 1e3);
+    t += &format!(
+        "- cold batch: {:.1} MB loaded at {:.1} GB/s, {:.0}% of the pinned copy rate ({:.1} GB/s) (target >= 85%)\n",
+        cold.bytes_loaded as f64 / 1e6,
+        cold_gbps,
+        100.0 * cold_gbps / meta.pinned_gbps,
+        meta.pinned_gbps
+    );
+    let st = steady_stats(cache);
+    let n = steady(cache).len() as f64;
+    let cache_ms = steady_summary(cache).median;
+    t += &format!(
+        "- steady state: hit rate {:.1}%, {:.1} MB loaded per batch\n",
+        st.hit_rate() * 100.0,
+        st.bytes_loaded as f64 / n / 1e6
+    );
+    if let Some(res) = find(runs, Mode::Resident) {
+        let model = steady_summary(res).median
+            + st.bytes_loaded as f64 / n / (meta.pinned_gbps * 1e9) * 1e3;
+        t += &format!(
+            "- steady batch {cache_ms:.3} ms against all-resident + missed bytes / pinned rate = {model:.3} ms: {:+.0}% (target within 15%)\n",
+            (cache_ms / model - 1.0) * 100.0
+        );
+    }
+    if let Some(z) = find(runs, Mode::ZeroCopy) {
+        t += &format!(
+            "- steady state against zero-copy: {:.2}x faster (target >= 3x where data is reused)\n",
+            steady_summary(z).median / cache_ms
+        );
+    }
+    if let Some(u) = find(runs, Mode::UvmFaults) {
+        let total = |r: &ModeRun| r.ms.iter().sum::<f64>();
+        t += &format!(
+            "- against Unified Memory faults: cold batch {:.2}x faster, all batches {:.2}x (target >= 5x)\n",
+            u.ms[0] / cache.ms[0],
+            total(u) / total(cache)
+        );
+    }
+    t += &format!(
+        "- every batch's output equal to the reference's: {}\n",
+        if runs.iter().all(|r| r.identical) {
+            "yes, in every mode"
+        } else {
+            "NO (see the table)"
+        }
+    );
+    t
+}
+
+/// One workload's table.
+fn table(runs: &[ModeRun]) -> String {
+    let mut t = Table::new([
+        "mode",
+        "batch 1 ms",
+        "steady ms [min, max]",
+        "vs zero-copy",
+        "cold GB/s loaded",
+        "steady hit rate",
+        "same output",
+    ]);
+    let zero = find(runs, Mode::ZeroCopy).map(|z| steady_summary(z).median);
+    for r in runs {
+        let s = steady_summary(r);
+        let (cold, hits) = match r.mode {
+            Mode::Cache => (
+                format!("{:.1}", r.stats[0].gb_per_s(r.ms[0] / 1e3)),
+                format!("{:.1}%", steady_stats(r).hit_rate() * 100.0),
+            ),
+            _ => ("-".into(), "-".into()),
+        };
+        t.push([
+            r.mode.name().to_string(),
+            format!("{:.3}", r.ms[0]),
+            median_range(&s, 1.0, 3),
+            zero.map_or("-".into(), |z| format!("{:.2}x", z / s.median)),
+            cold,
+            hits,
+            (if r.identical { "yes" } else { "NO" }).to_string(),
+        ]);
+    }
+    t.to_markdown()
+}
+
+/// Every workload's table and target lines.
+pub fn tables(meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> String {
+    let mut md = String::new();
+    for (name, runs) in workloads {
+        md += &format!("\n## {name}\n\n{}\n{}", table(runs), targets(meta, runs));
+    }
+    md
+}
+
+fn csv(meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
+    let mut t = Table::new([
+        "workload",
+        "mode",
+        "batch",
+        "ms",
+        "hits",
+        "misses",
+        "evictions",
+        "bytes_loaded",
+        "pinned_gbps",
+        "device",
+        "driver",
+        "seed",
+    ]);
+    let (device, driver) = match &meta.header.device {
+        Some(d) => (d.describe(), d.driver()),
+        None => ("-".into(), "-".into()),
+    };
+    for (name, runs) in workloads {
+        for r in runs {
+            for (b, ms) in r.ms.iter().enumerate() {
+                let s = r.stats.get(b).copied().unwrap_or_default();
+                t.push([
+                    name.to_string(),
+                    r.mode.name().to_string(),
+                    (b + 1).to_string(),
+                    format!("{ms:.4}"),
+                    s.hits.to_string(),
+                    s.misses.to_string(),
+                    s.evictions.to_string(),
+                    s.bytes_loaded.to_string(),
+                    format!("{:.2}", meta.pinned_gbps),
+                    device.clone(),
+                    driver.clone(),
+                    meta.seed.to_string(),
+                ]);
+            }
+        }
+    }
+    Ok(t.to_csv()?)
+}
+
+fn plot(workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
+    let (name, runs) = &workloads[0];
+    let series: Vec<Line> = (runs.iter())
+        .map(|r| Line {
+            label: r.mode.name().to_string(),
+            points: r
+                .ms
+                .iter()
+                .enumerate()
+                .map(|(b, ms)| ((b + 1) as f64, *ms))
+                .collect(),
+        })
+        .collect();
+    let y_max = runs
+        .iter()
+        .flat_map(|r| r.ms.iter().copied())
+        .fold(0.0, f64::max)
+        * 1.05;
+    let batches = runs.first().map_or(2, |r| r.ms.len()) as f64;
+    Ok(LineChart {
+        title: format!("{name}: batch time from a cold start"),
+        x_desc: "batch".into(),
+        y_desc: "ms".into(),
+        x_range: 1.0..batches,
+        y_range: 0.0..y_max.max(1e-3),
+        references: Vec::new(),
+        series,
+        size: (900, 560),
+    }
+    .to_svg()?)
+}
+
+/// Writes `host_cache.md`, `host_cache.csv` and `host_cache.svg`.
+pub fn write(out: &OutDir, meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> Res<()> {
+    let mut md = String::from("# Data in host memory through the GPU-driven cache\n\nWritten by `host_cache_bench` (`examples/host-cache`); every batch: [host_cache.csv](host_cache.csv); the row gather's batches: [host_cache.svg](host_cache.svg). Explained in [docs/host-cache.md](../docs/host-cache.md).\n\n");
+    md += &meta.header.markdown();
+    md += &format!(
+        "- data: {:.2} GiB in pinned host memory; cache: {} MiB of device memory in pages of {} KiB\n- pinned host-to-device copy rate, this run: {:.1} GB/s\n- {}; seed {}\n- batch 1 starts cold (empty cache, managed pages on the host); steady = median of the second half of the batches\n",
+        meta.data_bytes as f64 / (1u64 << 30) as f64,
+        meta.cache_bytes >> 20,
+        meta.page_bytes >> 10,
+        meta.pinned_gbps,
+        meta.args,
+        meta.seed
+    );
+    md += &tables(meta, workloads);
+    out.write("host_cache.md", md)?;
+    out.write("host_cache.csv", csv(meta, workloads)?)?;
+    out.write("host_cache.svg", plot(workloads)?)?;
+    Ok(())
+}
