@@ -334,6 +334,24 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
         CacheView::new(unsafe { HostCached::from_raw_parts(p) })
     }
 
+    /// Gives the cache a new shape (page size, slots), empty, keeping the data in host
+    /// memory: waits for every kernel, frees the old slots and tables, allocates the new
+    /// ones. A shape that does not fit is refused and the old one kept.
+    pub fn reshape(&mut self, config: CacheConfig) -> Result<()> {
+        let page_shift = config.page_shift::<T>(self.len)?;
+        let pages = self.len.div_ceil(1 << page_shift);
+        let tables = initial_tables(pages, config.slots);
+        if let Storage::Gpu(g) = &mut self.storage {
+            g.reshape(
+                config.slots as usize * config.page_bytes,
+                &tables,
+                config.reserve_bytes,
+            )?;
+        }
+        (self.config, self.page_shift, self.pages) = (config, page_shift, pages);
+        Ok(())
+    }
+
     /// The data in host memory (read-only: it must not change while pages of it are cached).
     pub fn data(&self) -> &[T] {
         match &self.storage {

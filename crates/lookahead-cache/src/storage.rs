@@ -84,18 +84,52 @@ impl GpuStorage {
             tables: 0,
             counters: 0,
         };
+        s.alloc_device(data_bytes, tables)?;
+        Ok(s)
+    }
+
+    /// Allocates the slots, tables and counters (none allocated before) and resets them.
+    fn alloc_device(&mut self, data_bytes: usize, tables: &[u32]) -> Result<()> {
         for (ptr, bytes) in [
-            (&mut s.data, data_bytes),
-            (&mut s.tables, tables.len() * 4),
-            (&mut s.counters, COUNTERS * 8),
+            (&mut self.data, data_bytes),
+            (&mut self.tables, tables.len() * 4),
+            (&mut self.counters, COUNTERS * 8),
         ] {
             // SAFETY: a device allocation, freed in Drop (a failure drops what came before).
             check("cuMemAlloc", unsafe {
                 sys::cuMemAlloc_v2(ptr, bytes.max(4))
             })?;
         }
-        s.reset(tables)?;
-        Ok(s)
+        self.reset(tables)
+    }
+
+    /// Frees the slots, tables and counters once every kernel is done, and allocates them
+    /// anew for `data_bytes` of slots and `tables` (the pinned data stays). Refuses, keeping
+    /// the old ones, what does not fit beside `reserve` bytes.
+    pub fn reshape(&mut self, data_bytes: usize, tables: &[u32], reserve: usize) -> Result<()> {
+        self.gpu.synchronize()?;
+        let old = device_bytes_of(self)?;
+        let (free, _) = self.gpu.memory_info()?;
+        let device_bytes = data_bytes + tables.len() * 4 + COUNTERS * 8;
+        if device_bytes.saturating_add(reserve) > free + old {
+            return Err(CacheError::DoesNotFit {
+                cache_bytes: device_bytes,
+                free_bytes: free + old,
+                reserve_bytes: reserve,
+            });
+        }
+        self.free_device();
+        self.alloc_device(data_bytes, tables)
+    }
+
+    fn free_device(&mut self) {
+        for p in [&mut self.data, &mut self.tables, &mut self.counters] {
+            if *p != 0 {
+                // SAFETY: allocated by `alloc_device`, used by no kernel (the caller waited).
+                unsafe { sys::cuMemFree_v2(*p) };
+                *p = 0;
+            }
+        }
     }
 
     /// The device address of the pinned data (unified addressing maps it 1:1).
@@ -147,19 +181,29 @@ impl GpuStorage {
     }
 }
 
+/// Bytes of device memory the slots, tables and counters of `s` take.
+fn device_bytes_of(s: &GpuStorage) -> Result<usize> {
+    let mut total = 0;
+    for p in [s.data, s.tables, s.counters] {
+        if p != 0 {
+            let (mut base, mut size) = (0, 0);
+            // SAFETY: `p` is a live allocation of this context.
+            check("cuMemGetAddressRange", unsafe {
+                sys::cuMemGetAddressRange_v2(&mut base, &mut size, p)
+            })?;
+            total += size;
+        }
+    }
+    Ok(total)
+}
+
 impl Drop for GpuStorage {
     fn drop(&mut self) {
         // Kernels still running may use every part: wait for them first.
         let _ = self.gpu.synchronize();
-        // SAFETY: allocated in `new` (0 where an allocation failed), used by nothing now.
-        unsafe {
-            for p in [self.data, self.tables, self.counters] {
-                if p != 0 {
-                    sys::cuMemFree_v2(p);
-                }
-            }
-            sys::cuMemFreeHost(self.pinned);
-        }
+        self.free_device();
+        // SAFETY: allocated in `new`, used by nothing now.
+        unsafe { sys::cuMemFreeHost(self.pinned) };
     }
 }
 

@@ -51,9 +51,16 @@ struct Args {
     /// MiB of device memory for the cache.
     #[arg(long, default_value_t = 1024, value_parser = at_least(1usize))]
     cache_mib: usize,
-    /// KiB per cache page (a power of two, at least 1).
+    /// Bytes per cache page for the row gather (a power of two, at least 512: one row).
+    #[arg(long, default_value_t = 512, value_parser = at_least(512usize))]
+    row_page_bytes: usize,
+    /// KiB per cache page for the list scan (a power of two).
     #[arg(long, default_value_t = 64, value_parser = at_least(1usize))]
-    page_kib: usize,
+    scan_page_kib: usize,
+    /// The cache again at these page sizes (bytes, comma-separated; 0: none): those up to
+    /// 64 KiB for the row gather, those from 16 KiB for the list scan.
+    #[arg(long, value_delimiter = ',', default_values_t = [4096usize, 65536, 16384, 262144])]
+    sweep: Vec<usize>,
     /// Batches per workload and mode.
     #[arg(long, default_value_t = 30, value_parser = at_least(2usize))]
     batches: usize,
@@ -79,10 +86,18 @@ struct Args {
 
 impl Validate for Args {
     fn validate(&self) -> Result<(), String> {
-        if !(self.page_kib.is_power_of_two()) {
+        let pages = [
+            ("--row-page-bytes", self.row_page_bytes),
+            ("--scan-page-kib", self.scan_page_kib << 10),
+        ];
+        if let Some((flag, _)) = pages.iter().find(|(_, v)| !v.is_power_of_two()) {
+            return Err(format!("{flag} must be a power of two"));
+        }
+        if let Some(v) =
+            (self.sweep.iter()).find(|v| **v != 0 && (!v.is_power_of_two() || **v < 512))
+        {
             return Err(format!(
-                "--page-kib {} must be a power of two",
-                self.page_kib
+                "--sweep {v}: page sizes are powers of two of at least 512 bytes"
             ));
         }
         if self.nprobe > self.lists {
@@ -118,113 +133,155 @@ fn start(args: &Args) -> Res<bool> {
         pinned_gbps: pinned,
         seed,
         data_bytes: places.cache.len() * 4,
-        cache_bytes: places.cache.capacity_bytes(),
-        page_bytes: places.cache.config().page_bytes,
-        args: format!("{} batches, Zipf {}, {} rows per gather batch, {} lists, {} queries x {} probes per scan batch", args.batches, args.zipf, args.batch_rows, args.lists, args.queries, args.nprobe),
+        cache_bytes: args.cache_mib << 20,
+        args: format!(
+            "{} batches, Zipf {}, {} rows per gather batch, {} lists, {} queries x {} probes per scan batch",
+            args.batches, args.zipf, args.batch_rows, args.lists, args.queries, args.nprobe
+        ),
     };
-    let workloads = [("row gather", rows), ("IVF list scan", scans)];
+    let workloads = [
+        ("row gather", args.row_page_bytes, rows),
+        ("IVF list scan", args.scan_page_kib << 10, scans),
+    ];
     report::write(&out, &meta, &workloads)?;
     println!("\n{}", report::tables(&meta, &workloads));
     println!("wrote {}/host_cache.{{md,csv,svg}}", out.path().display());
-    Ok(workloads
-        .iter()
-        .all(|(_, runs)| runs.iter().all(|r| r.identical)))
+    Ok(workloads.iter().all(|(_, _, m)| m.all_identical()))
 }
 
 /// The data in host memory behind the cache, and a device and a managed copy where they fit.
 fn places(gpu: &Gpu, args: &Args) -> Res<Places> {
     let len = ((args.gib * (1u64 << 30) as f64) as usize / 4 / DIM).max(1) * DIM;
-    let config = CacheConfig::with_capacity(args.cache_mib << 20, args.page_kib << 10);
     let started = std::time::Instant::now();
-    let cache = HostCache::from_fn(gpu, len, config, data::fill)?;
+    let cache = HostCache::from_fn(
+        gpu,
+        len,
+        cache_config(args, args.row_page_bytes),
+        data::fill,
+    )?;
     println!(
-        "- {:.1} GiB in pinned host memory (made in {:.1} s), cache of {} pages of {} KiB",
+        "- {:.1} GiB in pinned host memory (made in {:.1} s), cache of {} MiB",
         (len * 4) as f64 / (1u64 << 30) as f64,
         started.elapsed().as_secs_f64(),
-        config.slots,
-        args.page_kib
+        args.cache_mib
     );
     let (free, _) = gpu.memory_info()?;
     let fits = 2 * len * 4 + (2usize << 30) < free;
-    let device = if fits {
-        Some(gpu.stream().clone_htod(cache.data())?)
-    } else {
-        None
-    };
-    let managed = if fits {
+    let (device, managed) = if fits {
         let mut m = ManagedBuffer::<f32>::zeroed(gpu, len)?;
         m.as_mut_slice()?.copy_from_slice(cache.data());
-        Some(m)
+        (Some(gpu.stream().clone_htod(cache.data())?), Some(m))
     } else {
         println!(
             "- the data does not fit twice in GPU memory: no device or Unified Memory baselines"
         );
-        None
+        (None, None)
     };
     let sms = gpu
         .context()
-        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
-        as u32;
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     Ok(Places {
         gpu: gpu.clone(),
-        sms,
+        sms: sms as u32,
         cache,
         device,
         managed,
     })
 }
 
+/// The cache's shape for `page_bytes` pages.
+fn cache_config(args: &Args, page_bytes: usize) -> CacheConfig {
+    CacheConfig::with_capacity(args.cache_mib << 20, page_bytes)
+}
+
+/// What a workload measured: every mode, and the cache at the sweep's page sizes.
+pub struct Measured {
+    pub runs: Vec<ModeRun>,
+    pub sweep: Vec<(usize, ModeRun)>,
+}
+
+impl Measured {
+    fn all_identical(&self) -> bool {
+        (self.runs.iter().chain(self.sweep.iter().map(|s| &s.1))).all(|r| r.identical)
+    }
+}
+
 /// The modes that can run, the reference first.
 fn modes(places: &Places, host_copy: bool) -> Vec<Mode> {
-    [
+    let all = [
         Mode::Resident,
         Mode::Cache,
         Mode::ZeroCopy,
         Mode::HostCopy,
         Mode::UvmFaults,
         Mode::UvmPrefetch,
-    ]
-    .into_iter()
-    .filter(|m| places.has(*m) && (host_copy || *m != Mode::HostCopy))
-    .collect()
+    ];
+    (all.into_iter())
+        .filter(|m| places.has(*m) && (host_copy || *m != Mode::HostCopy))
+        .collect()
 }
 
-fn rows_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Vec<ModeRun>> {
-    let table_rows = p.cache.len() / DIM;
-    let pop = Popularity::new(table_rows, args.zipf);
+/// Runs every mode with `page`-byte cache pages, then the cache at the `sweep` page sizes,
+/// checking every batch against the first mode's outputs.
+fn measure(
+    p: &mut Places,
+    args: &Args,
+    (name, page, sweep, host_copy): (&str, usize, &[usize], bool),
+    mut step: impl FnMut(&mut Places, Mode, usize) -> Res<(f64, u64)>,
+) -> Res<Measured> {
+    p.cache.reshape(cache_config(args, page))?;
+    let mut reference: Vec<u64> = Vec::new();
+    let say = |what: &str, r: &ModeRun| {
+        let last = r.ms[r.ms.len() - 1];
+        println!(
+            "{name}, {what}: batch 1 {:.3} ms, last {last:.3} ms, same output {}",
+            r.ms[0], r.identical
+        );
+    };
+    let mut runs = Vec::new();
+    for mode in modes(p, host_copy) {
+        let run = run_mode(p, mode, args.batches, &mut reference, &mut step)?;
+        say(mode.name(), &run);
+        runs.push(run);
+    }
+    let mut swept = Vec::new();
+    for &bytes in sweep.iter().filter(|b| **b != 0 && **b != page) {
+        p.cache.reshape(cache_config(args, bytes))?;
+        let run = run_mode(p, Mode::Cache, args.batches, &mut reference, &mut step)?;
+        say(&format!("cache with {bytes}-byte pages"), &run);
+        swept.push((bytes, run));
+    }
+    Ok(Measured { runs, sweep: swept })
+}
+
+fn rows_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured> {
+    let pop = Popularity::new(p.cache.len() / DIM, args.zipf);
     let host_batches = data::row_batches(&pop, rng, args.batches, args.batch_rows);
+    let s = p.gpu.stream().clone();
     let batches = host_batches
         .iter()
-        .map(|b| p.gpu.stream().clone_htod(b))
+        .map(|b| s.clone_htod(b))
         .collect::<Result<_, _>>()?;
     let mut rows = Rows {
         batches,
         host_batches,
-        out: p.gpu.stream().alloc_zeros::<f32>(args.batch_rows * DIM)?,
+        out: s.alloc_zeros::<f32>(args.batch_rows * DIM)?,
         staging: vec![0.0; args.batch_rows * DIM],
     };
-    let mut reference: Vec<u64> = Vec::new();
-    let mut runs = Vec::new();
-    for mode in modes(p, true) {
-        let run = run_mode(p, mode, args.batches, &mut reference, |p, m, b| {
+    let sweep: Vec<usize> = args.sweep.iter().copied().filter(|b| *b <= 65536).collect();
+    measure(
+        p,
+        args,
+        ("row gather", args.row_page_bytes, &sweep, true),
+        |p, m, b| {
             let ms = modes::rows_batch(p, &mut rows, m, b)?;
             Ok((ms, modes::digest(p, &rows.out, |v| v.to_bits())?))
-        })?;
-        println!(
-            "row gather, {}: batch 1 {:.3} ms, last {:.3} ms, identical {}",
-            mode.name(),
-            run.ms[0],
-            run.ms[run.ms.len() - 1],
-            run.identical
-        );
-        runs.push(run);
-    }
-    Ok(runs)
+        },
+    )
 }
 
-fn scans_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Vec<ModeRun>> {
-    let vectors = p.cache.len() / DIM;
-    let host_off = data::list_offsets(rng, vectors, args.lists);
+fn scans_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured> {
+    let host_off = data::list_offsets(rng, p.cache.len() / DIM, args.lists);
     let pop = Popularity::new(args.lists, args.zipf);
     let host_batches = data::scan_batches(&pop, rng, args.batches, args.queries, args.nprobe);
     let s = p.gpu.stream().clone();
@@ -244,23 +301,16 @@ fn scans_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Vec<Mode
         host_batches,
         best: s.alloc_zeros::<u32>(args.queries * args.nprobe)?,
     };
-    let mut reference: Vec<u64> = Vec::new();
-    let mut runs = Vec::new();
-    for mode in modes(p, false) {
-        let run = run_mode(p, mode, args.batches, &mut reference, |p, m, b| {
+    let sweep: Vec<usize> = args.sweep.iter().copied().filter(|b| *b >= 16384).collect();
+    measure(
+        p,
+        args,
+        ("IVF list scan", args.scan_page_kib << 10, &sweep, false),
+        |p, m, b| {
             let ms = modes::scans_batch(p, &mut scans, m, b)?;
             Ok((ms, modes::digest(p, &scans.best, |v| *v)?))
-        })?;
-        println!(
-            "IVF list scan, {}: batch 1 {:.3} ms, last {:.3} ms, identical {}",
-            mode.name(),
-            run.ms[0],
-            run.ms[run.ms.len() - 1],
-            run.identical
-        );
-        runs.push(run);
-    }
-    Ok(runs)
+        },
+    )
 }
 
 #[cfg(test)]
@@ -272,12 +322,17 @@ mod tests {
     #[test]
     fn arguments_are_checked_before_anything_runs() {
         Args::command().debug_assert();
-        let a = try_parse::<Args>(&["--gib", "0.5", "--page-kib", "256"]).unwrap();
-        assert_eq!((a.gib, a.page_kib), (0.5, 256));
-        assert!(try_parse::<Args>(&["--page-kib", "48"])
+        let a =
+            try_parse::<Args>(&["--gib", "0.5", "--scan-page-kib", "256", "--sweep", "0"]).unwrap();
+        assert_eq!((a.gib, a.scan_page_kib, a.sweep), (0.5, 256, vec![0]));
+        let e = try_parse::<Args>(&["--scan-page-kib", "48"])
             .unwrap_err()
-            .to_string()
-            .contains("power of two"));
+            .to_string();
+        assert!(e.contains("power of two"), "{e}");
+        let e = try_parse::<Args>(&["--sweep", "1000"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--sweep 1000"), "{e}");
         assert!(try_parse::<Args>(&["--nprobe", "9", "--lists", "8"]).is_err());
         assert!(try_parse::<Args>(&["--batches", "1"]).is_err());
     }

@@ -18,9 +18,11 @@ pub struct Meta {
     pub seed: u64,
     pub data_bytes: usize,
     pub cache_bytes: usize,
-    pub page_bytes: usize,
     pub args: String,
 }
+
+/// One workload: its name, the cache's page size in its main table, what it measured.
+pub type Workload<'a> = (&'a str, usize, crate::Measured);
 
 /// The steady state: the second half of the batches.
 fn steady(run: &ModeRun) -> &[f64] {
@@ -137,19 +139,61 @@ fn table(runs: &[ModeRun]) -> String {
     t.to_markdown()
 }
 
-/// Every workload's table and target lines.
-pub fn tables(meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> String {
+/// The cache at every page size measured: the main one and the sweep's.
+fn sweep_table(page: usize, m: &crate::Measured) -> String {
+    let mut t = Table::new([
+        "page",
+        "batch 1 ms",
+        "steady ms [min, max]",
+        "cold GB/s loaded",
+        "steady hit rate",
+        "steady MB loaded per batch",
+        "same output",
+    ]);
+    let main = find(&m.runs, Mode::Cache).map(|r| (page, r));
+    let mut all: Vec<(usize, &ModeRun)> = (main.into_iter())
+        .chain(m.sweep.iter().map(|(b, r)| (*b, r)))
+        .collect();
+    all.sort_by_key(|(b, _)| *b);
+    for (bytes, r) in all {
+        let st = steady_stats(r);
+        t.push([
+            format!("{} KiB", bytes as f64 / 1024.0),
+            format!("{:.3}", r.ms[0]),
+            median_range(&steady_summary(r), 1.0, 3),
+            format!("{:.1}", r.stats[0].gb_per_s(r.ms[0] / 1e3)),
+            format!("{:.1}%", st.hit_rate() * 100.0),
+            format!(
+                "{:.1}",
+                st.bytes_loaded as f64 / steady(r).len() as f64 / 1e6
+            ),
+            (if r.identical { "yes" } else { "NO" }).to_string(),
+        ]);
+    }
+    t.to_markdown()
+}
+
+/// Every workload's table, target lines and page-size table.
+pub fn tables(meta: &Meta, workloads: &[Workload]) -> String {
     let mut md = String::new();
-    for (name, runs) in workloads {
-        md += &format!("\n## {name}\n\n{}\n{}", table(runs), targets(meta, runs));
+    for (name, page, m) in workloads {
+        md += &format!(
+            "\n## {name} (cache pages of {} KiB)\n\n{}\n{}\nThe cache by page size:\n\n{}",
+            *page as f64 / 1024.0,
+            table(&m.runs),
+            targets(meta, &m.runs),
+            sweep_table(*page, m)
+        );
     }
     md
 }
 
-fn csv(meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
+/// Every batch of every run, one line each.
+fn csv(meta: &Meta, workloads: &[Workload]) -> Res<String> {
     let mut t = Table::new([
         "workload",
         "mode",
+        "page_bytes",
         "batch",
         "ms",
         "hits",
@@ -165,13 +209,19 @@ fn csv(meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
         Some(d) => (d.describe(), d.driver()),
         None => ("-".into(), "-".into()),
     };
-    for (name, runs) in workloads {
-        for r in runs {
+    for (name, page, m) in workloads {
+        let runs = (m.runs.iter().map(|r| (*page, r))).chain(m.sweep.iter().map(|(b, r)| (*b, r)));
+        for (bytes, r) in runs {
             for (b, ms) in r.ms.iter().enumerate() {
                 let s = r.stats.get(b).copied().unwrap_or_default();
                 t.push([
                     name.to_string(),
                     r.mode.name().to_string(),
+                    (if r.mode == Mode::Cache {
+                        bytes.to_string()
+                    } else {
+                        "-".into()
+                    }),
                     (b + 1).to_string(),
                     format!("{ms:.4}"),
                     s.hits.to_string(),
@@ -189,9 +239,10 @@ fn csv(meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
     Ok(t.to_csv()?)
 }
 
-fn plot(workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
-    let (name, runs) = &workloads[0];
-    let series: Vec<Line> = (runs.iter())
+/// Batch times of the first workload, one line per mode.
+fn plot(workloads: &[Workload]) -> Res<String> {
+    let (name, _, m) = &workloads[0];
+    let series: Vec<Line> = (m.runs.iter())
         .map(|r| Line {
             label: r.mode.name().to_string(),
             points: r
@@ -202,12 +253,13 @@ fn plot(workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
                 .collect(),
         })
         .collect();
-    let y_max = runs
+    let y_max = m
+        .runs
         .iter()
         .flat_map(|r| r.ms.iter().copied())
         .fold(0.0, f64::max)
         * 1.05;
-    let batches = runs.first().map_or(2, |r| r.ms.len()) as f64;
+    let batches = m.runs.first().map_or(2, |r| r.ms.len()) as f64;
     Ok(LineChart {
         title: format!("{name}: batch time from a cold start"),
         x_desc: "batch".into(),
@@ -222,14 +274,13 @@ fn plot(workloads: &[(&str, Vec<ModeRun>)]) -> Res<String> {
 }
 
 /// Writes `host_cache.md`, `host_cache.csv` and `host_cache.svg`.
-pub fn write(out: &OutDir, meta: &Meta, workloads: &[(&str, Vec<ModeRun>)]) -> Res<()> {
+pub fn write(out: &OutDir, meta: &Meta, workloads: &[Workload]) -> Res<()> {
     let mut md = String::from("# Data in host memory through the GPU-driven cache\n\nWritten by `host_cache_bench` (`examples/host-cache`); every batch: [host_cache.csv](host_cache.csv); the row gather's batches: [host_cache.svg](host_cache.svg). Explained in [docs/host-cache.md](../docs/host-cache.md).\n\n");
     md += &meta.header.markdown();
     md += &format!(
-        "- data: {:.2} GiB in pinned host memory; cache: {} MiB of device memory in pages of {} KiB\n- pinned host-to-device copy rate, this run: {:.1} GB/s\n- {}; seed {}\n- batch 1 starts cold (empty cache, managed pages on the host); steady = median of the second half of the batches\n",
+        "- data: {:.2} GiB in pinned host memory; cache: {} MiB of device memory\n- pinned host-to-device copy rate, this run: {:.1} GB/s\n- {}; seed {}\n- batch 1 starts cold (empty cache, managed pages on the host); steady = median of the second half of the batches\n",
         meta.data_bytes as f64 / (1u64 << 30) as f64,
         meta.cache_bytes >> 20,
-        meta.page_bytes >> 10,
         meta.pinned_gbps,
         meta.args,
         meta.seed
