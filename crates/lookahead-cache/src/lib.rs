@@ -35,7 +35,10 @@ use lookahead::Gpu;
 use lookahead_device::cache::HostCached;
 use lookahead_device::DeviceCopy;
 
-use storage::{initial_tables, parts, table_words, GpuStorage, HostStorage, COUNTERS};
+use storage::{
+    initial_tables, parts, sum_stripes, table_words, GpuStorage, HostStorage, COUNTERS,
+    COUNTER_WORDS,
+};
 
 /// What can go wrong making or using a cache.
 #[derive(Debug, thiserror::Error)]
@@ -381,7 +384,7 @@ impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
                 .into_iter()
                 .map(Into::into)
                 .collect(),
-            counters: (0..COUNTERS).map(|_| 0.into()).collect(),
+            counters: (0..COUNTER_WORDS).map(|_| 0.into()).collect(),
         };
         Ok(HostCache {
             storage: Storage::Host(h),
@@ -442,7 +445,10 @@ impl<T: DeviceCopy + Copy, M: MemorySpace> HostCache<T, M> {
         let c = match &self.storage {
             Storage::Gpu(g) => g.counters()?,
             Storage::Host(h) => {
-                std::array::from_fn(|i| h.counters[i].load(std::sync::atomic::Ordering::SeqCst))
+                let words: Vec<u64> = (h.counters.iter())
+                    .map(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+                    .collect();
+                sum_stripes(&words)
             }
         };
         Ok(CacheStats::from_counters(c))

@@ -28,6 +28,14 @@ pub(crate) fn initial_tables(pages: usize, slots: u32) -> Vec<u32> {
 /// Counters: hits, misses, evictions, bytes loaded, waits.
 pub(crate) const COUNTERS: usize = 5;
 
+/// The counters' words: [`COUNTERS`] in each of the device's stripes.
+pub(crate) const COUNTER_WORDS: usize = COUNTERS * lookahead_device::cache::COUNTER_STRIPES;
+
+/// The counters summed over the stripes.
+pub(crate) fn sum_stripes(words: &[u64]) -> [u64; COUNTERS] {
+    std::array::from_fn(|i| words.iter().skip(i).step_by(COUNTERS).sum())
+}
+
 /// A GPU cache's memory: the pinned data and the device allocations (raw, so that kernels
 /// may update them concurrently from any stream; freed after the context is idle).
 pub(crate) struct GpuStorage {
@@ -55,7 +63,7 @@ impl GpuStorage {
         reserve: usize,
     ) -> Result<GpuStorage> {
         gpu.bind_to_thread()?;
-        let device_bytes = data_bytes + tables.len() * 4 + COUNTERS * 8;
+        let device_bytes = data_bytes + tables.len() * 4 + COUNTER_WORDS * 8;
         let (free, _) = gpu.memory_info()?;
         if device_bytes.saturating_add(reserve) > free {
             return Err(CacheError::DoesNotFit {
@@ -93,7 +101,7 @@ impl GpuStorage {
         for (ptr, bytes) in [
             (&mut self.data, data_bytes),
             (&mut self.tables, tables.len() * 4),
-            (&mut self.counters, COUNTERS * 8),
+            (&mut self.counters, COUNTER_WORDS * 8),
         ] {
             // SAFETY: a device allocation, freed in Drop (a failure drops what came before).
             check("cuMemAlloc", unsafe {
@@ -110,7 +118,7 @@ impl GpuStorage {
         self.gpu.synchronize()?;
         let old = device_bytes_of(self)?;
         let (free, _) = self.gpu.memory_info()?;
-        let device_bytes = data_bytes + tables.len() * 4 + COUNTERS * 8;
+        let device_bytes = data_bytes + tables.len() * 4 + COUNTER_WORDS * 8;
         if device_bytes.saturating_add(reserve) > free + old {
             return Err(CacheError::DoesNotFit {
                 cache_bytes: device_bytes,
@@ -154,19 +162,23 @@ impl GpuStorage {
             )
         })?;
         check("cuMemsetD32", unsafe {
-            sys::cuMemsetD32_v2(self.counters, 0, COUNTERS * 2)
+            sys::cuMemsetD32_v2(self.counters, 0, COUNTER_WORDS * 2)
         })
     }
 
-    /// Waits for every kernel, then reads the counters.
+    /// Waits for every kernel, then reads the counters (summed over the stripes).
     pub fn counters(&self) -> Result<[u64; COUNTERS]> {
         self.gpu.synchronize()?;
-        let mut c = [0u64; COUNTERS];
+        let mut c = [0u64; COUNTER_WORDS];
         // SAFETY: a synchronous copy out of the counters' allocation.
         check("cuMemcpyDtoH", unsafe {
-            sys::cuMemcpyDtoH_v2(c.as_mut_ptr() as *mut c_void, self.counters, COUNTERS * 8)
+            sys::cuMemcpyDtoH_v2(
+                c.as_mut_ptr() as *mut c_void,
+                self.counters,
+                COUNTER_WORDS * 8,
+            )
         })?;
-        Ok(c)
+        Ok(sum_stripes(&c))
     }
 
     /// Waits for every kernel, then reads the tables.

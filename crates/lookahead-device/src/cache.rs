@@ -31,7 +31,7 @@
 //! slot, every acquire ends.
 
 use crate::atomic::{AtomicAdd, AtomicCas, AtomicExchange};
-use crate::index::lane_id;
+use crate::index::{block_idx_x, lane_id, thread_idx_x};
 use crate::memory::{load_acquire_gpu, load_relaxed_gpu};
 use crate::sync::{fence_gpu, nanosleep};
 use crate::uvm::pull::copy_words;
@@ -44,7 +44,11 @@ pub const LOADING: u32 = u32::MAX - 1;
 /// Added to `slot_pins` while a warp refills the slot.
 pub const LOCKED: u32 = 1 << 31;
 
-/// Counters the cache keeps in device memory (one lane per warp adds to them).
+/// Copies of [`CacheCounters`] the warps add to (the host sums them).
+pub const COUNTER_STRIPES: usize = 32;
+
+/// Counters the cache keeps in device memory (one lane per warp adds to them, in one of
+/// [`COUNTER_STRIPES`] copies).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheCounters {
@@ -79,7 +83,7 @@ pub struct CacheParts<T> {
     pub slot_used: *mut u32,
     /// The CLOCK hand (one `u32`).
     pub hand: *mut u32,
-    /// The counters.
+    /// The counters: [`COUNTER_STRIPES`] copies.
     pub counters: *mut CacheCounters,
     /// log2 of the elements per page.
     pub page_shift: u32,
@@ -281,11 +285,7 @@ impl<T: Copy> HostCached<T> {
                     // Each lane synchronises with the filling warp's release itself.
                     // SAFETY: as above; the pin keeps `page_slot[page]` at `state`.
                     let _ = unsafe { load_acquire_gpu(self.page_slot.add(page as usize)) };
-                    self.count_hit(waited);
-                    on_lane0(|| {
-                        trace(Event::Hit, page, state, self);
-                        0
-                    });
+                    self.count_hit(waited, page, state);
                     return state;
                 }
                 continue;
@@ -313,9 +313,10 @@ impl<T: Copy> HostCached<T> {
             fence_gpu();
             let ok =
                 old & LOCKED == 0 && load_relaxed_gpu(self.slot_page.add(slot as usize)) == page;
-            if ok {
-                u32::atomic_exchange_ptr(self.slot_used.add(slot as usize), 1);
-            } else {
+            let used = self.slot_used.add(slot as usize);
+            if ok && load_relaxed_gpu(used) == 0 {
+                u32::atomic_exchange_ptr(used, 1);
+            } else if !ok {
                 u32::atomic_add_ptr(pins, u32::MAX); // minus one
             }
             ok as u32
@@ -357,12 +358,16 @@ impl<T: Copy> HostCached<T> {
             trace(Event::Miss, page, slot, self);
             0
         });
-        let c = self.counters;
+        let c = self.stripe();
         on_lane0(|| unsafe {
             u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).misses), 1);
             u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).bytes_loaded), bytes as u64);
-            u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).evictions), evicted as u64);
-            u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).waits), waited as u64);
+            if evicted != 0 {
+                u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).evictions), 1);
+            }
+            if waited {
+                u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).waits), 1);
+            }
             0
         });
         slot
@@ -404,14 +409,24 @@ impl<T: Copy> HostCached<T> {
         });
     }
 
-    /// Counts a hit (and a wait).
-    fn count_hit(&self, waited: bool) {
-        let c = self.counters;
+    /// Counts a hit of `page` in `slot` (and a wait).
+    fn count_hit(&self, waited: bool, page: u32, slot: u32) {
+        let c = self.stripe();
         on_lane0(|| unsafe {
             u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).hits), 1);
-            u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).waits), waited as u64);
+            if waited {
+                u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).waits), 1);
+            }
+            trace(Event::Hit, page, slot, self);
             0
         });
+    }
+
+    /// This warp's stripe of the counters: warps spread their additions over
+    /// [`COUNTER_STRIPES`] copies (one address updated by every warp serialises them all).
+    fn stripe(&self) -> *mut CacheCounters {
+        let warp = block_idx_x() as usize * 61 + (thread_idx_x() / 32) as usize;
+        self.counters.wrapping_add(warp % COUNTER_STRIPES)
     }
 }
 

@@ -336,3 +336,33 @@ fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
         assert_eq!(s.clone_dtoh(b).unwrap(), want);
     }
 }
+
+/// A small case of every cache kernel for compute-sanitizer (`scripts/sanitize-cache.sh`):
+/// 4 slots of 4 KiB over 256 KiB, so the instrumented run misses, waits and evicts.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_case_for_the_sanitizer() {
+    let gpu = gpu();
+    let s = gpu.stream();
+    let data = floats(21, 64 * 1024);
+    let cache = HostCache::new(&gpu, &data, CacheConfig::new(4096, 4)).unwrap();
+    let idx = randoms(22, 4096, data.len());
+    let d_idx = s.clone_htod(&idx).unwrap();
+    let mut out = s.clone_htod(&vec![f32::NAN; idx.len()]).unwrap();
+    gather::launch(&gpu, cfg(8, BLOCK), cache.view(), &d_idx, &mut out).unwrap();
+    let rows = randoms(23, 300, data.len() / DIM);
+    let d_rows = s.clone_htod(&rows).unwrap();
+    let mut out_rows = s.clone_htod(&vec![0f32; rows.len() * DIM]).unwrap();
+    gather_rows::launch(&gpu, cfg(8, BLOCK), cache.view(), &d_rows, &mut out_rows).unwrap();
+    let stress_data: Vec<u32> = (0..64 * 1024).map(stress_value).collect();
+    let stress_cache = HostCache::new(&gpu, &stress_data, CacheConfig::new(4096, 4)).unwrap();
+    let mut errors = s.clone_htod(&[0u32]).unwrap();
+    let params = Stress { rounds: 16, seed: 3 };
+    stress::launch(&gpu, cfg(8, BLOCK), stress_cache.view(), params, &mut errors).unwrap();
+    gpu.synchronize().unwrap();
+    let got = s.clone_dtoh(&out).unwrap();
+    assert!(got.iter().zip(&idx).all(|(g, &i)| *g == data[i as usize]));
+    let got = s.clone_dtoh(&out_rows).unwrap();
+    assert_eq!(got[..DIM], data[rows[0] as usize * DIM..][..DIM]);
+    assert_eq!(s.clone_dtoh(&errors).unwrap()[0], 0);
+}
