@@ -354,17 +354,6 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
         (self.config, self.page_shift, self.pages) = (config, page_shift, pages);
         Ok(())
     }
-
-    /// The data in host memory (read-only: it must not change while pages of it are cached).
-    pub fn data(&self) -> &[T] {
-        match &self.storage {
-            // SAFETY: the pinned allocation holds `len` initialised elements.
-            Storage::Gpu(g) => unsafe {
-                std::slice::from_raw_parts(g.pinned as *const T, self.len)
-            },
-            Storage::Host(h) => &h.backing,
-        }
-    }
 }
 
 impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
@@ -415,6 +404,17 @@ impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
 }
 
 impl<T: DeviceCopy + Copy, M: MemorySpace> HostCache<T, M> {
+    /// The data in host memory (read-only: it must not change while pages of it are cached).
+    pub fn data(&self) -> &[T] {
+        match &self.storage {
+            // SAFETY: the pinned allocation holds `len` initialised elements.
+            Storage::Gpu(g) => unsafe {
+                std::slice::from_raw_parts(g.pinned as *const T, self.len)
+            },
+            Storage::Host(h) => &h.backing,
+        }
+    }
+
     /// Elements of the data.
     pub fn len(&self) -> usize {
         self.len

@@ -272,6 +272,33 @@ impl<T: Copy> HostCached<T> {
         self.release(slot);
     }
 
+    /// Warp-collective (all 32 lanes, the same `range`): starts bringing the elements
+    /// `range` (clamped to the data) of the pages that are not in the cache into the GPU's
+    /// L2, with `prefetch.global.L2` over their host memory, the lanes splitting the lines;
+    /// a later miss then copies them from the L2. Resident pages cost one table read each.
+    /// `#[prefetch_next(cache = c, of(a..b))]` calls it for a later iteration's range.
+    pub fn prefetch(&self, range: core::ops::Range<usize>) {
+        let end = range.end.min(self.len());
+        let mut at = range.start;
+        let (lane, elem) = (lane_id() as usize, core::mem::size_of::<T>());
+        while at < end {
+            let page = at >> self.page_shift;
+            let page_end = end.min((page + 1) << self.page_shift);
+            // SAFETY: `page` is below `pages()`: `at < len`.
+            let state = unsafe { load_relaxed_gpu(self.page_slot.add(page)) };
+            if state == ABSENT {
+                let (first, bytes) = (self.backing as usize + at * elem, (page_end - at) * elem);
+                let lines = (first % 128 + bytes).div_ceil(128);
+                let mut k = lane;
+                while k < lines {
+                    crate::prefetch::prefetch_l2(((first & !127) + k * 128) as *const u8);
+                    k += 32;
+                }
+            }
+            at = page_end;
+        }
+    }
+
     /// Pins the slot holding `page`, loading it first if needed; every lane sees its data.
     fn acquire(&self, page: u32) -> u32 {
         let mut sleep = 32;

@@ -103,11 +103,13 @@ struct Options {
     of: Vec<Expr>,
     of_span: Option<Span>,
     queue: Option<Expr>,
+    /// `cache = c`: the targets are element ranges of the host cache `c`.
+    cache: Option<Expr>,
 }
 
 const OPTIONS: &str = "options: `distance = N | auto | auto(a..=b) | auto(a, b, ..)`, \
 `level = auto | auto(l2, l2_evict_last, ..) | l1 | l2 | l2_evict_last | l2_evict_normal | bulk`, \
-`portable`, `of(a, b, ...)`, `queue = q`";
+`portable`, `of(a, b, ...)`, `queue = q`, `cache = c` (with `of(a..b)`)";
 
 /// The most iterations ahead a loop may prefetch: further than this the data would be
 /// evicted before it is used, and the arithmetic on the loop index stays far from overflow.
@@ -220,6 +222,7 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
         of: Vec::new(),
         of_span: None,
         queue: None,
+        cache: None,
     };
     let metas = match &attr.meta {
         Meta::Path(_) => Punctuated::new(),
@@ -290,6 +293,7 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
                 o.of_span = Some(meta.span());
             }
             ("queue", Meta::NameValue(nv)) => o.queue = Some(nv.value.clone()),
+            ("cache", Meta::NameValue(nv)) => o.cache = Some(nv.value.clone()),
             ("queue", _) => {
                 return Err(syn::Error::new(
                     meta.span(),
@@ -313,6 +317,9 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
             "`portable` has no effect with `level = auto`: its candidates fall back on GPUs without their level by themselves (`l2_evict_last` to `l2` before sm_80, `bulk` to per-line `l2` before sm_90); remove `portable`",
         ));
     }
+    if let Some(c) = &o.cache {
+        check_cache_options(&o, c)?;
+    }
     if o.auto_distances.is_some() && o.level != Level::Auto {
         return Err(syn::Error::new(
             o.distance_span,
@@ -320,6 +327,25 @@ fn parse_options(attr: &Attribute) -> syn::Result<Options> {
         ));
     }
     Ok(o)
+}
+
+/// `cache = c` takes no level or queue (it prefetches the host memory of the pages that are
+/// not cached into L2) and needs `of(a..b)`, the element ranges of `c` an iteration reads.
+fn check_cache_options(o: &Options, c: &Expr) -> syn::Result<()> {
+    let span = c.span();
+    if o.queue.is_some() {
+        return Err(syn::Error::new(
+            span,
+            "`cache = c` and `queue = q` are two mechanisms for two kinds of memory: give one",
+        ));
+    }
+    if o.level != Level::L2 || o.portable.is_some() {
+        return Err(syn::Error::new(o.level_span, "`cache = c` prefetches the host memory of pages not yet in the cache into L2 (`prefetch.global.L2`): remove `level` and `portable`"));
+    }
+    if o.of.is_empty() {
+        return Err(syn::Error::new(span, "`cache = c` needs the elements of `c` an iteration reads as ranges of the loop variable: `of(off[i] as usize..off[i + 1] as usize)`"));
+    }
+    Ok(())
 }
 
 /// Rewrites every `#[prefetch_next]` loop in `block`, expanding `level = auto` loops as
@@ -755,6 +781,12 @@ fn range_fetches(g: &Gen<'_>, targets: &[Target], var: &Ident, start: &Ident) ->
         .enumerate()
         .map(|(kk, t)| {
             let flag = quote!(#ul::flag(#ahead, #n, #kk));
+            if let (Some(c), Target::Whole(t)) = (&g.o.cache, t) {
+                return quote_spanned! {t.span()=> {
+                    let #var = #pf::index_like(#ahead, &#start);
+                    ::lookahead_device::cache::HostCached::prefetch(&(#c), #t);
+                }};
+            }
             match (t, &g.o.queue) {
                 (Target::Element(t), None) => {
                     quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
@@ -817,6 +849,10 @@ fn rewrite_range_loop(
         }
     };
     let targets = range_targets(g.o, &f.body, &var, attr_span)?;
+    let element = targets.iter().find(|t| matches!(t, Target::Element(_)));
+    if let (true, Some(Target::Element(t))) = (g.o.cache.is_some(), element) {
+        return Err(syn::Error::new(t.span(), format!("with `cache = c`, each `of(..)` target is a range of the cache's elements that iteration `{var}` reads, such as `of(off[{var}] as usize..off[{var} + 1] as usize)`")));
+    }
     let (start_id, end_id, step_id) = (mixed("__lk_start"), mixed("__lk_end"), mixed("__lk_step"));
     let (ahead, j, dist, pf, scope) = (&g.ahead, &g.j, &g.dist, &g.pf, &g.scope);
     let inclusive = matches!(r.limits, RangeLimits::Closed(_));
@@ -899,6 +935,9 @@ fn rewrite_slice_loop(
             recv.span(),
             "#[prefetch_next]: bind the slice to a variable first (`let xs = ...; for x in xs.iter()`), so it is evaluated once",
         ));
+    }
+    if let Some(c) = &g.o.cache {
+        return Err(syn::Error::new(c.span(), "`cache = c` goes on a range loop (`for i in a..b`) with `of(lo..hi)`, the elements of `c` iteration `i` reads"));
     }
     if let Some(span) = g.o.of_span {
         return Err(syn::Error::new(

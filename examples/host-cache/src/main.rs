@@ -206,18 +206,25 @@ impl Measured {
     }
 }
 
-/// The modes that can run, the reference first.
-fn modes(places: &Places, host_copy: bool) -> Vec<Mode> {
+/// The modes that can run, the reference first: the host-driven copy for the row gather,
+/// the cache with `#[prefetch_next(cache = ..)]` for the list scan.
+fn modes(places: &Places, rows: bool) -> Vec<Mode> {
     let all = [
         Mode::Resident,
         Mode::Cache,
+        Mode::CachePrefetch,
         Mode::ZeroCopy,
         Mode::HostCopy,
         Mode::UvmFaults,
         Mode::UvmPrefetch,
     ];
-    (all.into_iter())
-        .filter(|m| places.has(*m) && (host_copy || *m != Mode::HostCopy))
+    let fits = |m: &Mode| match m {
+        Mode::HostCopy => rows,
+        Mode::CachePrefetch => !rows,
+        _ => true,
+    };
+    all.into_iter()
+        .filter(|m| places.has(*m) && fits(m))
         .collect()
 }
 

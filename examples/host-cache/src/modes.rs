@@ -7,7 +7,7 @@ use std::time::Instant;
 use cudarc::driver::{CudaSlice, CudaStream};
 use host_cache_kernels::{
     gather_rows, gather_rows_device, gather_rows_zero_copy, scan_lists, scan_lists_device,
-    scan_lists_zero_copy, BLOCK, DIM,
+    scan_lists_prefetched, scan_lists_zero_copy, BLOCK, DIM,
 };
 use lookahead::launch::LaunchConfig;
 use lookahead::prefetch::{prefetch_range, prefetch_ranges};
@@ -25,6 +25,9 @@ pub enum Mode {
     Resident,
     /// Through the GPU-driven cache.
     Cache,
+    /// Through the cache, the host memory of pages not yet cached prefetched into L2 two
+    /// pages ahead (`#[prefetch_next(cache = ..)]`; list scan only).
+    CachePrefetch,
     /// Straight from host memory over the interconnect, nothing kept.
     ZeroCopy,
     /// The host gathers exactly what the batch needs into pinned memory and copies it over
@@ -37,11 +40,17 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Whether it reads through the cache.
+    pub fn uses_cache(self) -> bool {
+        matches!(self, Mode::Cache | Mode::CachePrefetch)
+    }
+
     /// The name in tables.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Resident => "all-resident (device memory)",
             Mode::Cache => "GPU-driven cache",
+            Mode::CachePrefetch => "GPU-driven cache, prefetch_next(cache)",
             Mode::ZeroCopy => "zero-copy (mapped host memory)",
             Mode::HostCopy => "host-driven copy per batch",
             Mode::UvmFaults => "Unified Memory, faults",
@@ -80,7 +89,7 @@ impl Places {
     /// host.
     pub fn make_cold(&mut self, mode: Mode) -> Res<()> {
         match mode {
-            Mode::Cache => self.cache.clear()?,
+            Mode::Cache | Mode::CachePrefetch => self.cache.clear()?,
             Mode::UvmFaults | Mode::UvmPrefetch => {
                 let m = self.managed.as_ref().ok_or("no managed copy")?;
                 prefetch_range(&self.gpu, m.byte_range(), Location::Host, self.stream())?;
@@ -141,7 +150,7 @@ pub fn run_mode(
     for b in 0..batches {
         let (ms, digest) = step(places, mode, b)?;
         run.ms.push(ms);
-        if mode == Mode::Cache {
+        if mode.uses_cache() {
             let now = places.cache.stats()?;
             run.stats.push(now.since(&before));
             before = now;
@@ -199,7 +208,9 @@ pub fn rows_batch(p: &mut Places, rows: &mut Rows, mode: Mode, b: usize) -> Res<
         Mode::Resident => {
             gather_rows_device::launch(&stream, cfg, p.device.as_ref().unwrap(), ids, out)
         }
-        Mode::Cache => gather_rows::launch(&stream, cfg, p.cache.view(), ids, out),
+        Mode::Cache | Mode::CachePrefetch => {
+            gather_rows::launch(&stream, cfg, p.cache.view(), ids, out)
+        }
         Mode::ZeroCopy => gather_rows_zero_copy::launch(&stream, cfg, p.cache.view(), ids, out),
         _ => {
             let m = p.managed.as_ref().unwrap();
@@ -275,6 +286,9 @@ pub fn scans_batch(p: &mut Places, s: &mut Scans, mode: Mode, b: usize) -> Res<f
             &mut best,
         ),
         Mode::Cache => scan_lists::launch(&stream, cfg, p.cache.view(), off, q, pl, pq, &mut best),
+        Mode::CachePrefetch => {
+            scan_lists_prefetched::launch(&stream, cfg, p.cache.view(), off, q, pl, pq, &mut best)
+        }
         Mode::ZeroCopy => {
             scan_lists_zero_copy::launch(&stream, cfg, p.cache.view(), off, q, pl, pq, &mut best)
         }

@@ -120,7 +120,7 @@ fn table(runs: &[ModeRun]) -> String {
     for r in runs {
         let s = steady_summary(r);
         let (cold, hits) = match r.mode {
-            Mode::Cache => (
+            Mode::Cache | Mode::CachePrefetch => (
                 format!("{:.1}", r.stats[0].gb_per_s(r.ms[0] / 1e3)),
                 format!("{:.1}%", steady_stats(r).hit_rate() * 100.0),
             ),

@@ -9,6 +9,7 @@
 //! | [`gather_rows_zero_copy`] | host memory over the interconnect, no cache | the same |
 //! | [`gather_rows_device`] | a device (or managed) copy of the table | the same |
 //! | [`scan_lists`] | the cache | per (query, list) pair: the smallest squared distance from the query to the list's vectors, one block per pair |
+//! | [`scan_lists_prefetched`] | the cache, `#[prefetch_next(cache = ..)]` two pages ahead | the same |
 //! | [`scan_lists_zero_copy`] / [`scan_lists_device`] | host memory / a device copy | the same |
 //! | [`gather`] | the cache | `out[i] = data[idx[i]]`, element by element |
 //! | [`stress`] | the cache | each warp reads random pages and counts elements that are not what the page holds |
@@ -176,6 +177,35 @@ pub fn scan_lists(
         vecs.for_range(s * DIM..e * DIM, |_, part| {
             min = min.min(warp_min(part, 0, part.len() / DIM, q));
         });
+        fold(&mut best[p], min);
+    }
+}
+
+/// [`scan_lists`] walking each list's pages itself, with
+/// `#[prefetch_next(cache = vecs, ...)]`: while the warps read page `k` of a list, the host
+/// memory of page `k + 2` streams into L2 if that page is not cached, so its miss copies
+/// from L2.
+#[kernel(same_len(pair_list, pair_query, best))]
+pub fn scan_lists_prefetched(
+    vecs: HostCached<f32>,
+    list_off: &[u32],
+    queries: &[f32],
+    pair_list: &[u32],
+    pair_query: &[u32],
+    best: &mut [u32],
+) {
+    let pe = vecs.page_elems();
+    for p in (block_idx_x() as usize..best.len()).step_by(grid_dim_x() as usize) {
+        let (q, s, e) = pair(p, list_off, queries, pair_list, pair_query);
+        let (lo, hi) = (s * DIM, e * DIM);
+        let mut min = f32::INFINITY;
+        #[prefetch_next(cache = vecs, distance = 2, of((pg * pe).max(lo)..((pg + 1) * pe).min(hi)))]
+        for pg in lo / pe..hi.div_ceil(pe) {
+            let (a, b) = ((pg * pe).max(lo), ((pg + 1) * pe).min(hi));
+            vecs.for_range(a..b, |_, part| {
+                min = min.min(warp_min(part, 0, part.len() / DIM, q));
+            });
+        }
         fold(&mut best[p], min);
     }
 }

@@ -139,6 +139,9 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
         match k {
             0 => scan_lists::launch(&emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best),
             1 => scan_lists_zero_copy::launch(&emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best),
+            2 => {
+                scan_lists_prefetched::launch(&emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best)
+            }
             _ => scan_lists_device::launch(&emu, c, &table, a.0, a.1, a.2, a.3, &mut best),
         }
         .unwrap();
@@ -146,7 +149,7 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
             .map(|b| f32::from_bits(*b))
             .collect::<Vec<f32>>()
     };
-    for k in 0..3 {
+    for k in 0..4 {
         for (g, w) in run(k).iter().zip(&want) {
             assert!(
                 (g - w).abs() <= 1e-4 * (1.0 + w.abs()) || (g.is_infinite() && w.is_infinite()),
@@ -357,12 +360,61 @@ fn small_case_for_the_sanitizer() {
     let stress_data: Vec<u32> = (0..64 * 1024).map(stress_value).collect();
     let stress_cache = HostCache::new(&gpu, &stress_data, CacheConfig::new(4096, 4)).unwrap();
     let mut errors = s.clone_htod(&[0u32]).unwrap();
-    let params = Stress { rounds: 16, seed: 3 };
-    stress::launch(&gpu, cfg(8, BLOCK), stress_cache.view(), params, &mut errors).unwrap();
+    let params = Stress {
+        rounds: 16,
+        seed: 3,
+    };
+    stress::launch(
+        &gpu,
+        cfg(8, BLOCK),
+        stress_cache.view(),
+        params,
+        &mut errors,
+    )
+    .unwrap();
     gpu.synchronize().unwrap();
     let got = s.clone_dtoh(&out).unwrap();
     assert!(got.iter().zip(&idx).all(|(g, &i)| *g == data[i as usize]));
     let got = s.clone_dtoh(&out_rows).unwrap();
     assert_eq!(got[..DIM], data[rows[0] as usize * DIM..][..DIM]);
     assert_eq!(s.clone_dtoh(&errors).unwrap()[0], 0);
+}
+
+/// `#[prefetch_next(cache = vecs, ..)]` prefetches the host memory two pages ahead, and only
+/// of pages not in the cache.
+#[test]
+fn cache_prefetch_next_fetches_host_lines_of_absent_pages_ahead() {
+    let table = floats(31, 64 * DIM); // 64 vectors, pages of 2 vectors: 32 pages
+    let cache =
+        HostCache::<f32, HostMemory>::on_emulator(&table, CacheConfig::new(1024, 64)).unwrap();
+    let emu = Emulator::new().workers(1).prefetch_trace(true);
+    let (off, q) = (vec![0u32, 64], floats(32, DIM));
+    let (pl, pq) = (vec![0u32], vec![0u32]);
+    let mut best = vec![u32::MAX];
+    let c = cfg(1, 32);
+    scan_lists_prefetched::launch(&emu, c, cache.view(), &off, &q, &pl, &pq, &mut best).unwrap();
+    let trace = emu.take_prefetch_trace();
+    let base = cache.data().as_ptr() as usize;
+    let lines: Vec<usize> = (trace.iter())
+        .filter(|r| r.instruction == Instruction::L2)
+        .map(|r| r.address)
+        .collect();
+    // Pages 2..32 are prefetched (iterations 0..30 look 2 ahead), pages 0 and 1 are not
+    // (a line may start up to 127 bytes before its page: host memory is not line-aligned).
+    assert!(
+        lines.iter().all(|&a| a + 128 > base + 2 * 1024),
+        "a line of page 0 or 1"
+    );
+    for page in 2..32 {
+        let (lo, hi) = (base + page * 1024, base + (page + 1) * 1024);
+        assert!(lines.iter().any(|&a| a + 128 > lo && a < hi), "page {page}");
+    }
+    // A second launch finds every page cached: no prefetch at all.
+    scan_lists_prefetched::launch(&emu, c, cache.view(), &off, &q, &pl, &pq, &mut best).unwrap();
+    let again = emu.take_prefetch_trace();
+    assert!(
+        again.iter().all(|r| r.instruction != Instruction::L2),
+        "{:?}",
+        &again[..3]
+    );
 }
