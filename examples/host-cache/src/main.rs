@@ -212,6 +212,7 @@ fn modes(places: &Places, rows: bool) -> Vec<Mode> {
     let all = [
         Mode::Resident,
         Mode::Cache,
+        Mode::CacheThreads,
         Mode::CachePrefetch,
         Mode::ZeroCopy,
         Mode::HostCopy,
@@ -219,7 +220,7 @@ fn modes(places: &Places, rows: bool) -> Vec<Mode> {
         Mode::UvmPrefetch,
     ];
     let fits = |m: &Mode| match m {
-        Mode::HostCopy => rows,
+        Mode::HostCopy | Mode::CacheThreads => rows,
         Mode::CachePrefetch => !rows,
         _ => true,
     };
