@@ -138,81 +138,6 @@ fn on_lane0(f: impl FnOnce() -> u32) -> u32 {
     warp::shfl_idx_u32(v, 0)
 }
 
-/// Who runs the protocol for one acquire: the whole warp (lane 0 updates the tables, all 32
-/// lanes copy), or one thread alone.
-trait Team: Copy {
-    /// `f()` once for the team; its result for every member.
-    fn one(self, f: impl FnOnce() -> u32) -> u32;
-    /// Copies `words` words from `src` to `dst` with the team.
-    ///
-    /// # Safety
-    /// As [`copy_words`].
-    unsafe fn copy(self, src: *const u32, dst: *mut u32, words: usize);
-    /// Every member's memory accesses so far are done and visible to the others.
-    fn meet(self);
-}
-
-/// The whole warp, every lane calling with the same arguments.
-#[derive(Clone, Copy)]
-struct Warp;
-
-impl Team for Warp {
-    #[inline(always)]
-    fn one(self, f: impl FnOnce() -> u32) -> u32 {
-        on_lane0(f)
-    }
-    #[inline(always)]
-    unsafe fn copy(self, src: *const u32, dst: *mut u32, words: usize) {
-        copy_words(src, dst, words)
-    }
-    #[inline(always)]
-    fn meet(self) {
-        warp::sync()
-    }
-}
-
-/// One thread by itself.
-#[derive(Clone, Copy)]
-struct Alone;
-
-impl Team for Alone {
-    #[inline(always)]
-    fn one(self, f: impl FnOnce() -> u32) -> u32 {
-        f()
-    }
-    /// 16-byte loads, eight in flight, when both pointers are 16-byte aligned.
-    #[inline(always)]
-    unsafe fn copy(self, src: *const u32, dst: *mut u32, words: usize) {
-        use crate::memory::{load_streaming, load_streaming_v4, store_v4};
-        let mut done = 0;
-        if (src as usize | dst as usize) % 16 == 0 {
-            const UNROLL: usize = 8;
-            let quads = words / 4;
-            let mut q = 0;
-            while q < quads {
-                let mut v = [[0u32; 4]; UNROLL];
-                for (u, x) in v.iter_mut().enumerate() {
-                    if q + u < quads {
-                        *x = load_streaming_v4(src.add((q + u) * 4));
-                    }
-                }
-                for (u, x) in v.iter().enumerate() {
-                    if q + u < quads {
-                        store_v4(dst.add((q + u) * 4), *x);
-                    }
-                }
-                q += UNROLL;
-            }
-            done = quads * 4;
-        }
-        for w in done..words {
-            *dst.add(w) = load_streaming(src.add(w));
-        }
-    }
-    #[inline(always)]
-    fn meet(self) {}
-}
-
 impl<T: Copy> HostCached<T> {
     /// A view of the cache `parts` describes.
     ///
@@ -283,7 +208,7 @@ impl<T: Copy> HostCached<T> {
     /// When `page` is not below [`HostCached::pages`].
     pub fn with_page<R>(&self, page: usize, f: impl FnOnce(&[T]) -> R) -> R {
         assert!(page < self.pages(), "HostCached: page out of range");
-        let slot = self.acquire(Warp, page as u32);
+        let slot = self.acquire(page as u32);
         // SAFETY: the slot is pinned and holds `page` (acquire), whose data every lane sees.
         let elems = unsafe {
             core::slice::from_raw_parts(
@@ -292,29 +217,7 @@ impl<T: Copy> HostCached<T> {
             )
         };
         let r = f(elems);
-        self.release(Warp, slot);
-        r
-    }
-
-    /// One thread by itself (no warp collective: each thread may name its own page): `f` of
-    /// the page's elements, read from the cache, the thread copying the page alone on a miss.
-    /// For small pages read by many threads at once (a row each); a thread holds one page
-    /// at a time (do not acquire another inside `f`).
-    ///
-    /// # Panics
-    /// When `page` is not below [`HostCached::pages`].
-    pub fn thread_with_page<R>(&self, page: usize, f: impl FnOnce(&[T]) -> R) -> R {
-        assert!(page < self.pages(), "HostCached: page out of range");
-        let slot = self.acquire(Alone, page as u32);
-        // SAFETY: as in `with_page`, for this thread.
-        let elems = unsafe {
-            core::slice::from_raw_parts(
-                self.data.add((slot as usize) << self.page_shift),
-                self.page_len(page),
-            )
-        };
-        let r = f(elems);
-        self.release(Alone, slot);
+        self.release(slot);
         r
     }
 
@@ -365,8 +268,8 @@ impl<T: Copy> HostCached<T> {
     /// pinned (a later acquire finds it, unless evicted meanwhile).
     pub fn load(&self, page: usize) {
         assert!(page < self.pages(), "HostCached: page out of range");
-        let slot = self.acquire(Warp, page as u32);
-        self.release(Warp, slot);
+        let slot = self.acquire(page as u32);
+        self.release(slot);
     }
 
     /// Warp-collective (all 32 lanes, the same `range`): starts bringing the elements
@@ -397,29 +300,29 @@ impl<T: Copy> HostCached<T> {
     }
 
     /// Pins the slot holding `page`, loading it first if needed; every lane sees its data.
-    fn acquire<M: Team>(&self, team: M, page: u32) -> u32 {
+    fn acquire(&self, page: u32) -> u32 {
         let mut sleep = 32;
         let mut waited = false;
         loop {
             // SAFETY (all table accesses): the pointers are valid by `from_raw_parts`, `page`
             // is below `pages()` and slots below `slots`.
-            let state = team.one(|| unsafe { load_acquire_gpu(self.page_slot.add(page as usize)) });
+            let state = on_lane0(|| unsafe { load_acquire_gpu(self.page_slot.add(page as usize)) });
             if state < LOADING {
-                if self.pin(team, state, page) {
+                if self.pin(state, page) {
                     // Each lane synchronises with the filling warp's release itself.
                     // SAFETY: as above; the pin keeps `page_slot[page]` at `state`.
                     let _ = unsafe { load_acquire_gpu(self.page_slot.add(page as usize)) };
-                    self.count_hit(team, waited, page, state);
+                    self.count_hit(waited, page, state);
                     return state;
                 }
                 continue;
             }
             if state == ABSENT {
-                let won = team.one(|| unsafe {
+                let won = on_lane0(|| unsafe {
                     u32::atomic_cas_ptr(self.page_slot.add(page as usize), ABSENT, LOADING)
                 });
                 if won == ABSENT {
-                    return self.fill(team, page, waited);
+                    return self.fill(page, waited);
                 }
                 continue;
             }
@@ -430,9 +333,9 @@ impl<T: Copy> HostCached<T> {
     }
 
     /// Pins `slot` if it is not being refilled and still holds `page`.
-    fn pin<M: Team>(&self, team: M, slot: u32, page: u32) -> bool {
+    fn pin(&self, slot: u32, page: u32) -> bool {
         let pins = unsafe { self.slot_pins.add(slot as usize) };
-        let held = team.one(|| unsafe {
+        let held = on_lane0(|| unsafe {
             let old = u32::atomic_add_ptr(pins, 1);
             fence_gpu();
             let ok =
@@ -450,9 +353,9 @@ impl<T: Copy> HostCached<T> {
 
     /// Loads `page` (claimed: `page_slot[page] == LOADING`) into a victim slot; returns the
     /// slot, pinned once.
-    fn fill<M: Team>(&self, team: M, page: u32, waited: bool) -> u32 {
-        let (slot, waited) = self.victim(team, waited);
-        let evicted = team.one(|| unsafe {
+    fn fill(&self, page: u32, waited: bool) -> u32 {
+        let (slot, waited) = self.victim(waited);
+        let evicted = on_lane0(|| unsafe {
             let old = u32::atomic_exchange_ptr(self.slot_page.add(slot as usize), page);
             if old != ABSENT {
                 u32::atomic_exchange_ptr(self.page_slot.add(old as usize), ABSENT);
@@ -465,16 +368,16 @@ impl<T: Copy> HostCached<T> {
         // SAFETY: the page lies inside the data, the slot inside the cache, and the slot is
         // locked: no other warp reads or writes it.
         unsafe {
-            team.copy(
+            copy_words(
                 self.backing.add((page as usize) << self.page_shift) as *const u32,
                 self.data.add((slot as usize) << self.page_shift) as *mut u32,
                 bytes.div_ceil(4),
             );
         }
-        // Every member's stores, then the slot's release and the page's publication.
+        // Every lane's stores, then the slot's release and the page's publication.
         fence_gpu();
-        team.meet();
-        team.one(|| unsafe {
+        warp::sync();
+        on_lane0(|| unsafe {
             u32::atomic_add_ptr(self.slot_pins.add(slot as usize), 1u32.wrapping_sub(LOCKED));
             u32::atomic_exchange_ptr(self.slot_used.add(slot as usize), 1);
             fence_gpu();
@@ -483,7 +386,7 @@ impl<T: Copy> HostCached<T> {
             0
         });
         let c = self.stripe();
-        team.one(|| unsafe {
+        on_lane0(|| unsafe {
             u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).misses), 1);
             u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).bytes_loaded), bytes as u64);
             if evicted != 0 {
@@ -498,11 +401,11 @@ impl<T: Copy> HostCached<T> {
     }
 
     /// A slot with no pins, locked for refilling (CLOCK); waits while every slot is pinned.
-    fn victim<M: Team>(&self, team: M, mut waited: bool) -> (u32, bool) {
+    fn victim(&self, mut waited: bool) -> (u32, bool) {
         let mut sleep = 64;
         loop {
             for _ in 0..2 * self.slots {
-                let slot = team.one(|| unsafe {
+                let slot = on_lane0(|| unsafe {
                     let v = u32::atomic_add_ptr(self.hand, 1) % self.slots;
                     let used = self.slot_used.add(v as usize);
                     if u32::atomic_exchange_ptr(used, 0) != 0 {
@@ -525,18 +428,18 @@ impl<T: Copy> HostCached<T> {
     }
 
     /// Unpins `slot` once every lane is done reading it.
-    fn release<M: Team>(&self, team: M, slot: u32) {
-        team.meet();
-        team.one(|| unsafe {
+    fn release(&self, slot: u32) {
+        warp::sync();
+        on_lane0(|| unsafe {
             fence_gpu();
             u32::atomic_add_ptr(self.slot_pins.add(slot as usize), u32::MAX) // minus one
         });
     }
 
     /// Counts a hit of `page` in `slot` (and a wait).
-    fn count_hit<M: Team>(&self, team: M, waited: bool, page: u32, slot: u32) {
+    fn count_hit(&self, waited: bool, page: u32, slot: u32) {
         let c = self.stripe();
-        team.one(|| unsafe {
+        on_lane0(|| unsafe {
             u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).hits), 1);
             if waited {
                 u64::atomic_add_ptr(core::ptr::addr_of_mut!((*c).waits), 1);

@@ -212,7 +212,6 @@ fn modes(places: &Places, rows: bool) -> Vec<Mode> {
     let all = [
         Mode::Resident,
         Mode::Cache,
-        Mode::CacheThreads,
         Mode::CachePrefetch,
         Mode::ZeroCopy,
         Mode::HostCopy,
@@ -220,7 +219,7 @@ fn modes(places: &Places, rows: bool) -> Vec<Mode> {
         Mode::UvmPrefetch,
     ];
     let fits = |m: &Mode| match m {
-        Mode::HostCopy | Mode::CacheThreads => rows,
+        Mode::HostCopy => rows,
         Mode::CachePrefetch => !rows,
         _ => true,
     };

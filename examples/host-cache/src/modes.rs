@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use host_cache_kernels::{
-    gather_rows, gather_rows_device, gather_rows_per_thread, gather_rows_zero_copy, scan_lists,
-    scan_lists_device, scan_lists_prefetched, scan_lists_zero_copy, BLOCK, DIM,
+    gather_rows, gather_rows_device, gather_rows_zero_copy, scan_lists, scan_lists_device,
+    scan_lists_prefetched, scan_lists_zero_copy, BLOCK, DIM,
 };
 use lookahead::launch::LaunchConfig;
 use lookahead::prefetch::{prefetch_range, prefetch_ranges};
@@ -28,8 +28,6 @@ pub enum Mode {
     /// Through the cache, the host memory of pages not yet cached prefetched into L2 two
     /// pages ahead (`#[prefetch_next(cache = ..)]`; list scan only).
     CachePrefetch,
-    /// Through the cache, a thread per row (`HostCached::thread_with_page`; row gather only).
-    CacheThreads,
     /// Straight from host memory over the interconnect, nothing kept.
     ZeroCopy,
     /// The host gathers exactly what the batch needs into pinned memory and copies it over
@@ -44,7 +42,7 @@ pub enum Mode {
 impl Mode {
     /// Whether it reads through the cache.
     pub fn uses_cache(self) -> bool {
-        matches!(self, Mode::Cache | Mode::CachePrefetch | Mode::CacheThreads)
+        matches!(self, Mode::Cache | Mode::CachePrefetch)
     }
 
     /// The name in tables.
@@ -53,7 +51,6 @@ impl Mode {
             Mode::Resident => "all-resident (device memory)",
             Mode::Cache => "GPU-driven cache",
             Mode::CachePrefetch => "GPU-driven cache, prefetch_next(cache)",
-            Mode::CacheThreads => "GPU-driven cache, a thread per row",
             Mode::ZeroCopy => "zero-copy (mapped host memory)",
             Mode::HostCopy => "host-driven copy per batch",
             Mode::UvmFaults => "Unified Memory, faults",
@@ -92,7 +89,7 @@ impl Places {
     /// host.
     pub fn make_cold(&mut self, mode: Mode) -> Res<()> {
         match mode {
-            Mode::Cache | Mode::CachePrefetch | Mode::CacheThreads => self.cache.clear()?,
+            Mode::Cache | Mode::CachePrefetch => self.cache.clear()?,
             Mode::UvmFaults | Mode::UvmPrefetch => {
                 let m = self.managed.as_ref().ok_or("no managed copy")?;
                 prefetch_range(&self.gpu, m.byte_range(), Location::Host, self.stream())?;
@@ -213,9 +210,6 @@ pub fn rows_batch(p: &mut Places, rows: &mut Rows, mode: Mode, b: usize) -> Res<
         }
         Mode::Cache | Mode::CachePrefetch => {
             gather_rows::launch(&stream, cfg, p.cache.view(), ids, out)
-        }
-        Mode::CacheThreads => {
-            gather_rows_per_thread::launch(&stream, cfg, p.cache.view(), ids, out)
         }
         Mode::ZeroCopy => gather_rows_zero_copy::launch(&stream, cfg, p.cache.view(), ids, out),
         _ => {

@@ -51,14 +51,9 @@ fn steady_stats(run: &ModeRun) -> CacheStats {
 
 /// The cache's numbers the targets are about, as lines.
 fn targets(meta: &Meta, runs: &[ModeRun]) -> String {
-    let caches = runs.iter().filter(|r| r.mode.uses_cache());
-    caches
-        .map(|c| format!("\n{}:\n\n{}", c.mode.name(), cache_targets(meta, runs, c)))
-        .collect()
-}
-
-/// The target lines of one cache mode.
-fn cache_targets(meta: &Meta, runs: &[ModeRun], cache: &ModeRun) -> String {
+    let Some(cache) = find(runs, Mode::Cache) else {
+        return String::new();
+    };
     let mut t = String::new();
     let cold = cache.stats[0];
     let cold_gbps = cold.gb_per_s(cache.ms[0] / 1e3);
@@ -125,7 +120,7 @@ fn table(runs: &[ModeRun]) -> String {
     for r in runs {
         let s = steady_summary(r);
         let (cold, hits) = match r.mode {
-            Mode::Cache | Mode::CachePrefetch | Mode::CacheThreads => (
+            Mode::Cache | Mode::CachePrefetch => (
                 format!("{:.1}", r.stats[0].gb_per_s(r.ms[0] / 1e3)),
                 format!("{:.1}%", steady_stats(r).hit_rate() * 100.0),
             ),

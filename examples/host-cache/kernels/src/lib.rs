@@ -6,7 +6,6 @@
 //! | kernel | reads | what it computes |
 //! | --- | --- | --- |
 //! | [`gather_rows`] | the cache | `out[r] = table[rows[r]]`, rows of [`DIM`] floats, one warp per row |
-//! | [`gather_rows_per_thread`] | the cache, a thread per row | the same |
 //! | [`gather_rows_zero_copy`] | host memory over the interconnect, no cache | the same |
 //! | [`gather_rows_device`] | a device (or managed) copy of the table | the same |
 //! | [`scan_lists`] | the cache | per (query, list) pair: the smallest squared distance from the query to the list's vectors, one block per pair |
@@ -62,22 +61,6 @@ pub fn gather_rows(table: HostCached<f32>, rows: &[u32], out: &mut [f32]) {
         let start = rows[r] as usize * DIM;
         table.for_range(start..start + DIM, |at, part| {
             put_row(out, r, at, part, start)
-        });
-    }
-}
-
-/// [`gather_rows`] with a thread per row ([`HostCached::thread_with_page`]): the 32 lanes of
-/// a warp look up, and on a miss copy, 32 rows at once instead of one after another. Pages
-/// hold whole rows (at least 512 bytes).
-#[kernel(min_len(out = 1))]
-pub fn gather_rows_per_thread(table: HostCached<f32>, rows: &[u32], out: &mut [f32]) {
-    let pe = table.page_elems();
-    for r in (global_index_x()..rows.len()).step_by(grid_stride_x()) {
-        let start = rows[r] as usize * DIM;
-        let page = start / pe;
-        let at = start - page * pe;
-        table.thread_with_page(page, |elems| {
-            out[r * DIM..(r + 1) * DIM].copy_from_slice(&elems[at..at + DIM]);
         });
     }
 }

@@ -101,11 +101,14 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
         HostCache::<f32, HostMemory>::on_emulator(&table, CacheConfig::new(1024, 3)).unwrap();
     let emu = Emulator::new().workers(2);
     let c = cfg(2, 64);
-    let mut got: Vec<Vec<f32>> = (0..4).map(|_| vec![f32::NAN; rows.len() * DIM]).collect();
+    let mut got = [
+        vec![f32::NAN; rows.len() * DIM],
+        vec![f32::NAN; rows.len() * DIM],
+        vec![f32::NAN; rows.len() * DIM],
+    ];
     gather_rows::launch(&emu, c, cache.view(), &rows, &mut got[0]).unwrap();
     gather_rows_zero_copy::launch(&emu, c, cache.view(), &rows, &mut got[1]).unwrap();
     gather_rows_device::launch(&emu, c, &table, &rows, &mut got[2]).unwrap();
-    gather_rows_per_thread::launch(&emu, c, cache.view(), &rows, &mut got[3]).unwrap();
     let want: Vec<f32> = rows
         .iter()
         .flat_map(|&r| table[r as usize * DIM..][..DIM].to_vec())
@@ -181,11 +184,9 @@ fn every_kernel_is_an_entry_of_the_ptx() {
     for (arch, ptx) in PTX {
         for k in [
             "gather_rows",
-            "gather_rows_per_thread",
             "gather_rows_zero_copy",
             "gather_rows_device",
             "scan_lists",
-            "scan_lists_prefetched",
             "scan_lists_zero_copy",
             "scan_lists_device",
             "gather",
@@ -281,18 +282,17 @@ fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
     let rows = randoms(12, 50_000, rows_n);
     let cache = HostCache::new(&gpu, &table, CacheConfig::new(64 << 10, 128)).unwrap();
     let (d_table, d_rows) = (s.clone_htod(&table).unwrap(), s.clone_htod(&rows).unwrap());
-    let mut outs: Vec<_> = (0..4)
+    let mut outs: Vec<_> = (0..3)
         .map(|_| s.clone_htod(&vec![f32::NAN; rows.len() * DIM]).unwrap())
         .collect();
     let c = cfg(264, BLOCK);
     gather_rows::launch(&gpu, c, cache.view(), &d_rows, &mut outs[0]).unwrap();
     gather_rows_zero_copy::launch(&gpu, c, cache.view(), &d_rows, &mut outs[1]).unwrap();
     gather_rows_device::launch(&gpu, c, &d_table, &d_rows, &mut outs[2]).unwrap();
-    gather_rows_per_thread::launch(&gpu, c, cache.view(), &d_rows, &mut outs[3]).unwrap();
     gpu.synchronize().unwrap();
     let want = s.clone_dtoh(&outs[2]).unwrap();
     assert_eq!(want[..DIM], table[rows[0] as usize * DIM..][..DIM]);
-    for o in [&outs[0], &outs[1], &outs[3]] {
+    for o in &outs[..2] {
         assert_eq!(s.clone_dtoh(o).unwrap(), want);
     }
     let list_off: Vec<u32> = (0..=512u32).map(|l| l * 128).collect(); // 512 lists of 128 vectors
