@@ -64,8 +64,11 @@ pub struct ModeRun {
     pub mode: Mode,
     /// Milliseconds per batch (GPU time; wall time for the host-driven copy).
     pub ms: Vec<f64>,
-    /// The cache's counters per batch (cache mode only).
+    /// The cache's counters per batch (cache modes only).
     pub stats: Vec<CacheStats>,
+    /// Batch 1 from a cold start, [`COLD_STARTS`] times (the last is the sequence's own):
+    /// milliseconds and the cache's counters.
+    pub cold: Vec<(f64, CacheStats)>,
     /// Whether every batch's output equalled the all-resident one's.
     pub identical: bool,
 }
@@ -137,15 +140,22 @@ pub fn run_mode(
     reference: &mut Vec<u64>,
     mut step: impl FnMut(&mut Places, Mode, usize) -> Res<(f64, u64)>,
 ) -> Res<ModeRun> {
-    // Once untimed (the module's first launch, allocations), then from a cold start.
+    // Once untimed (the module's first launch, allocations).
     step(places, mode, 0)?;
-    places.make_cold(mode)?;
     let mut run = ModeRun {
         mode,
         ms: Vec::new(),
         stats: Vec::new(),
+        cold: Vec::new(),
         identical: true,
     };
+    // Batch 1 from a cold start is one sample per start: take several.
+    for _ in 1..COLD_STARTS {
+        places.make_cold(mode)?;
+        let (ms, _) = step(places, mode, 0)?;
+        run.cold.push((ms, places.cache.stats()?));
+    }
+    places.make_cold(mode)?;
     let mut before = places.cache.stats()?;
     for b in 0..batches {
         let (ms, digest) = step(places, mode, b)?;
@@ -160,7 +170,21 @@ pub fn run_mode(
         }
         run.identical &= reference[b] == digest;
     }
+    run.cold
+        .push((run.ms[0], run.stats.first().copied().unwrap_or_default()));
     Ok(run)
+}
+
+/// Cold starts of every mode (batch 1 is timed from a cold start this many times).
+pub const COLD_STARTS: usize = 3;
+
+impl ModeRun {
+    /// The median cold start: its milliseconds and the cache's counters.
+    pub fn cold_median(&self) -> (f64, CacheStats) {
+        let mut c = self.cold.clone();
+        c.sort_by(|a, b| a.0.total_cmp(&b.0));
+        c[c.len() / 2]
+    }
 }
 
 /// FNV-1a of a device buffer's 32-bit words (after the GPU is done with it).
