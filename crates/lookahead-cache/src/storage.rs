@@ -7,20 +7,21 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use cudarc::driver::sys;
 use lookahead::Gpu;
-use lookahead_device::cache::{CacheParts, ABSENT, PIN_STRIPES};
+use lookahead_device::cache::{CacheParts, ABSENT};
 
 use crate::{CacheError, Result};
 
-/// The tables' words: `page_slot[pages]`, then `slot_page[slots]`, `slot_pins[slots *
-/// PIN_STRIPES]`, `slot_used[slots]`, then the CLOCK hand.
+/// The tables' words: `page_slot[pages]`, then `slot_page`, `slot_pins`, `slot_used` (`slots`
+/// each), then the CLOCK hand.
 pub(crate) fn table_words(pages: usize, slots: u32) -> usize {
-    pages + (2 + PIN_STRIPES) * slots as usize + 1
+    pages + 3 * slots as usize + 1
 }
 
 /// The tables' initial words: every page and slot [`ABSENT`], no pins, no use, hand 0.
 pub(crate) fn initial_tables(pages: usize, slots: u32) -> Vec<u32> {
-    let mut t = vec![ABSENT; pages + slots as usize];
-    t.resize(table_words(pages, slots), 0);
+    let s = slots as usize;
+    let mut t = vec![ABSENT; pages + s];
+    t.resize(pages + 3 * s + 1, 0);
     t
 }
 
@@ -246,8 +247,8 @@ pub(crate) fn parts<T>(
         page_slot: at(0),
         slot_page: at(pages),
         slot_pins: at(pages + s),
-        slot_used: at(pages + (1 + PIN_STRIPES) * s),
-        hand: at(pages + (2 + PIN_STRIPES) * s),
+        slot_used: at(pages + 2 * s),
+        hand: at(pages + 3 * s),
         counters: counters as *mut lookahead_device::cache::CacheCounters,
         page_shift,
         slots,

@@ -15,7 +15,7 @@
 //! | --- | --- | --- |
 //! | `page_slot` | page | [`ABSENT`], [`LOADING`] (claimed by a warp that is filling it), or the slot |
 //! | `slot_page` | slot | the page it holds, or [`ABSENT`] (never filled) |
-//! | `slot_pins` | slot, in [`PIN_STRIPES`] words | warps using it, each warp counted in its stripe; [`LOCKED`] added to every stripe while a warp refills it |
+//! | `slot_pins` | slot | warps using it; [`LOCKED`] added while a warp refills it |
 //! | `slot_used` | slot | the CLOCK reference bit |
 //!
 //! Why it is safe to read a slot while pinned: a victim is taken only by a CAS of its pins
@@ -43,11 +43,6 @@ pub const ABSENT: u32 = u32::MAX;
 pub const LOADING: u32 = u32::MAX - 1;
 /// Added to `slot_pins` while a warp refills the slot.
 pub const LOCKED: u32 = 1 << 31;
-
-/// Words of `slot_pins` per slot: a warp pins in the word of its stripe, so the warps reading
-/// a popular page spread their atomics over this many addresses (one address updated by
-/// every warp serialises them all); a victim is locked in every word.
-pub const PIN_STRIPES: usize = 8;
 
 /// Copies of [`CacheCounters`] the warps add to (the host sums them).
 pub const COUNTER_STRIPES: usize = 32;
@@ -82,7 +77,7 @@ pub struct CacheParts<T> {
     pub page_slot: *mut u32,
     /// Per slot: its page, or [`ABSENT`].
     pub slot_page: *mut u32,
-    /// Per slot, [`PIN_STRIPES`] words: pins, plus [`LOCKED`] while refilled.
+    /// Per slot: pins, plus [`LOCKED`] while refilled.
     pub slot_pins: *mut u32,
     /// Per slot: the CLOCK reference bit.
     pub slot_used: *mut u32,
@@ -337,15 +332,9 @@ impl<T: Copy> HostCached<T> {
         }
     }
 
-    /// This warp's word of `slot`'s pins.
-    fn pins(&self, slot: u32) -> *mut u32 {
-        let warp = block_idx_x() as usize * 61 + (thread_idx_x() / 32) as usize;
-        (self.slot_pins).wrapping_add(slot as usize * PIN_STRIPES + warp % PIN_STRIPES)
-    }
-
     /// Pins `slot` if it is not being refilled and still holds `page`.
     fn pin(&self, slot: u32, page: u32) -> bool {
-        let pins = self.pins(slot);
+        let pins = unsafe { self.slot_pins.add(slot as usize) };
         let held = on_lane0(|| unsafe {
             let old = u32::atomic_add_ptr(pins, 1);
             fence_gpu();
@@ -389,9 +378,7 @@ impl<T: Copy> HostCached<T> {
         fence_gpu();
         warp::sync();
         on_lane0(|| unsafe {
-            // Pinned before unlocked: no other warp can take the slot in between.
-            u32::atomic_add_ptr(self.pins(slot), 1);
-            self.unlock(slot);
+            u32::atomic_add_ptr(self.slot_pins.add(slot as usize), 1u32.wrapping_sub(LOCKED));
             u32::atomic_exchange_ptr(self.slot_used.add(slot as usize), 1);
             fence_gpu();
             u32::atomic_exchange_ptr(self.page_slot.add(page as usize), slot);
@@ -424,9 +411,9 @@ impl<T: Copy> HostCached<T> {
                     if u32::atomic_exchange_ptr(used, 0) != 0 {
                         return ABSENT; // a second chance
                     }
-                    match self.lock(v) {
-                        true => v,
-                        false => ABSENT,
+                    match u32::atomic_cas_ptr(self.slot_pins.add(v as usize), 0, LOCKED) {
+                        0 => v,
+                        _ => ABSENT,
                     }
                 });
                 if slot != ABSENT {
@@ -440,42 +427,12 @@ impl<T: Copy> HostCached<T> {
         }
     }
 
-    /// Locks `slot` for refilling if no warp pins it: [`LOCKED`] into every stripe by CAS
-    /// from 0, undone if a stripe holds a pin. Lane 0 only.
-    ///
-    /// # Safety
-    /// `slot` is below `slots`.
-    unsafe fn lock(&self, slot: u32) -> bool {
-        let words = self.slot_pins.add(slot as usize * PIN_STRIPES);
-        for k in 0..PIN_STRIPES {
-            if u32::atomic_cas_ptr(words.add(k), 0, LOCKED) != 0 {
-                for j in 0..k {
-                    u32::atomic_add_ptr(words.add(j), LOCKED.wrapping_neg());
-                }
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Takes [`LOCKED`] out of every stripe of `slot` (the pins warps added while it was
-    /// locked, and took back, stay balanced). Lane 0 only.
-    ///
-    /// # Safety
-    /// `slot` is below `slots` and locked by this warp.
-    unsafe fn unlock(&self, slot: u32) {
-        let words = self.slot_pins.add(slot as usize * PIN_STRIPES);
-        for k in 0..PIN_STRIPES {
-            u32::atomic_add_ptr(words.add(k), LOCKED.wrapping_neg());
-        }
-    }
-
     /// Unpins `slot` once every lane is done reading it.
     fn release(&self, slot: u32) {
         warp::sync();
         on_lane0(|| unsafe {
             fence_gpu();
-            u32::atomic_add_ptr(self.pins(slot), u32::MAX) // minus one
+            u32::atomic_add_ptr(self.slot_pins.add(slot as usize), u32::MAX) // minus one
         });
     }
 
