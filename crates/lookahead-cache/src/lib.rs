@@ -323,9 +323,8 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
         let Storage::Gpu(g) = &self.storage else {
             unreachable!("a GPU cache has GPU storage")
         };
-        let backing = g.backing_device().unwrap_or(g.pinned as u64);
         let p = parts(
-            backing as *const T,
+            g.backing as *const T,
             self.len,
             g.data as *mut T,
             g.tables as *mut u32,

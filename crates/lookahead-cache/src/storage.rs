@@ -36,11 +36,34 @@ pub(crate) fn sum_stripes(words: &[u64]) -> [u64; COUNTERS] {
     std::array::from_fn(|i| words.iter().skip(i).step_by(COUNTERS).sum())
 }
 
+/// Device memory the cache takes: `data_bytes` of slots, the tables and the counters.
+fn device_bytes(data_bytes: usize, tables: &[u32]) -> usize {
+    data_bytes + tables.len() * 4 + COUNTER_WORDS * 8
+}
+
+/// Refuses `needed` bytes of device memory that do not fit in the GPU's free memory plus
+/// `freed` (what the cache gives back first) while leaving `reserve` free.
+fn check_fits(gpu: &Gpu, needed: usize, reserve: usize, freed: usize) -> Result<()> {
+    let (free, _) = gpu.memory_info()?;
+    if needed.saturating_add(reserve) > free + freed {
+        return Err(CacheError::DoesNotFit {
+            cache_bytes: needed,
+            free_bytes: free + freed,
+            reserve_bytes: reserve,
+        });
+    }
+    Ok(())
+}
+
 /// A GPU cache's memory: the pinned data and the device allocations (raw, so that kernels
 /// may update them concurrently from any stream; freed after the context is idle).
 pub(crate) struct GpuStorage {
     pub gpu: Gpu,
     pub pinned: *mut c_void,
+    /// The pinned data's device address (unified addressing maps it 1:1).
+    pub backing: u64,
+    /// Bytes the slots, tables and counters take in device memory.
+    device_bytes: usize,
     pub data: sys::CUdeviceptr,
     pub tables: sys::CUdeviceptr,
     pub counters: sys::CUdeviceptr,
@@ -63,15 +86,7 @@ impl GpuStorage {
         reserve: usize,
     ) -> Result<GpuStorage> {
         gpu.bind_to_thread()?;
-        let device_bytes = data_bytes + tables.len() * 4 + COUNTER_WORDS * 8;
-        let (free, _) = gpu.memory_info()?;
-        if device_bytes.saturating_add(reserve) > free {
-            return Err(CacheError::DoesNotFit {
-                cache_bytes: device_bytes,
-                free_bytes: free,
-                reserve_bytes: reserve,
-            });
-        }
+        check_fits(gpu, device_bytes(data_bytes, tables), reserve, 0)?;
         let mut pinned: *mut c_void = std::ptr::null_mut();
         // SAFETY: allocates pinned, device-mapped host memory; freed in Drop.
         let r = unsafe {
@@ -88,10 +103,16 @@ impl GpuStorage {
         let mut s = GpuStorage {
             gpu: gpu.clone(),
             pinned,
+            backing: 0,
+            device_bytes: 0,
             data: 0,
             tables: 0,
             counters: 0,
         };
+        // SAFETY: `pinned` was allocated with DEVICEMAP.
+        check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut s.backing, pinned, 0)
+        })?;
         s.alloc_device(data_bytes, tables)?;
         Ok(s)
     }
@@ -108,6 +129,7 @@ impl GpuStorage {
                 sys::cuMemAlloc_v2(ptr, bytes.max(4))
             })?;
         }
+        self.device_bytes = device_bytes(data_bytes, tables);
         self.reset(tables)
     }
 
@@ -116,16 +138,8 @@ impl GpuStorage {
     /// the old ones, what does not fit beside `reserve` bytes.
     pub fn reshape(&mut self, data_bytes: usize, tables: &[u32], reserve: usize) -> Result<()> {
         self.gpu.synchronize()?;
-        let old = device_bytes_of(self)?;
-        let (free, _) = self.gpu.memory_info()?;
-        let device_bytes = data_bytes + tables.len() * 4 + COUNTER_WORDS * 8;
-        if device_bytes.saturating_add(reserve) > free + old {
-            return Err(CacheError::DoesNotFit {
-                cache_bytes: device_bytes,
-                free_bytes: free + old,
-                reserve_bytes: reserve,
-            });
-        }
+        let needed = device_bytes(data_bytes, tables);
+        check_fits(&self.gpu, needed, reserve, self.device_bytes)?;
         self.free_device();
         self.alloc_device(data_bytes, tables)
     }
@@ -138,16 +152,6 @@ impl GpuStorage {
                 *p = 0;
             }
         }
-    }
-
-    /// The device address of the pinned data (unified addressing maps it 1:1).
-    pub fn backing_device(&self) -> Result<u64> {
-        let mut mapped: sys::CUdeviceptr = 0;
-        // SAFETY: `pinned` was allocated with DEVICEMAP.
-        check("cuMemHostGetDevicePointer", unsafe {
-            sys::cuMemHostGetDevicePointer_v2(&mut mapped, self.pinned, 0)
-        })?;
-        Ok(mapped)
     }
 
     /// Waits for every kernel, then writes `tables` and zeroes the counters.
@@ -191,22 +195,6 @@ impl GpuStorage {
         })?;
         Ok(t)
     }
-}
-
-/// Bytes of device memory the slots, tables and counters of `s` take.
-fn device_bytes_of(s: &GpuStorage) -> Result<usize> {
-    let mut total = 0;
-    for p in [s.data, s.tables, s.counters] {
-        if p != 0 {
-            let (mut base, mut size) = (0, 0);
-            // SAFETY: `p` is a live allocation of this context.
-            check("cuMemGetAddressRange", unsafe {
-                sys::cuMemGetAddressRange_v2(&mut base, &mut size, p)
-            })?;
-            total += size;
-        }
-    }
-    Ok(total)
 }
 
 impl Drop for GpuStorage {

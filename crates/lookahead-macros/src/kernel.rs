@@ -350,13 +350,10 @@ impl Kernel {
         std::iter::once(self.export()).chain(levels).collect()
     }
     /// The trailing parameter of every body and entry of a `level = auto` kernel: the
-    /// distance of its `distance = auto` loops.
-    fn distance_input(&self) -> TokenStream {
-        if !self.auto() {
-            return quote!();
-        }
+    /// distance of its `distance = auto` loops (`None` for any other kernel).
+    fn distance_input(&self) -> Option<TokenStream> {
         let d = distance_param();
-        quote!(#d: u32)
+        self.auto().then(|| quote!(#d: u32))
     }
     /// The trait whose unmet bound reports a call of the kernel as a function.
     fn not_callable_trait(&self) -> Ident {
@@ -437,7 +434,7 @@ impl Kernel {
             .inputs
             .iter()
             .map(|a| quote!(#a))
-            .chain(Some(self.distance_input()).filter(|_| self.auto()));
+            .chain(self.distance_input());
         let inputs: Vec<TokenStream> = inputs.collect();
         let body_fn = self.body_fn();
         let allow =
@@ -481,17 +478,17 @@ impl Kernel {
 
     /// One entry, exported as `export` (its Rust name is the generated code's own).
     fn entry(&self, export: &str, body_fn: &Ident, docs: &[&Attribute]) -> TokenStream {
-        let (distance, d) = (self.distance_input(), distance_param());
+        let d = distance_param();
         let lowered = self
             .params
             .iter()
             .map(Param::lowered)
-            .chain(Some(distance).filter(|_| self.auto()));
+            .chain(self.distance_input());
         let rebuilt = self
             .params
             .iter()
             .map(Param::rebuild)
-            .chain(Some(quote!(#d)).filter(|_| self.auto()));
+            .chain(self.auto().then(|| quote!(#d)));
         let bounds = self.bounds_static(export);
         let ident = format_ident!("__lookahead_entry_{}", export);
         quote! {

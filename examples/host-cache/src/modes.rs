@@ -112,6 +112,28 @@ impl Places {
         }
     }
 
+    /// The managed copy (every Unified Memory mode checks [`Places::has`] first).
+    fn managed(&self) -> &ManagedBuffer<f32> {
+        self.managed
+            .as_ref()
+            .expect("a Unified Memory mode runs only with a managed copy")
+    }
+
+    /// Before a Unified Memory batch: its `ranges` of the managed copy prefetched to the GPU
+    /// on `stream` (none under the fault-driven mode).
+    fn prefetch_to_gpu(&self, ranges: &[ByteRange], stream: &CudaStream) -> lookahead::Result<()> {
+        if ranges.is_empty() {
+            return Ok(());
+        }
+        prefetch_ranges(
+            &self.gpu,
+            ranges,
+            Location::Device(self.gpu.ordinal()),
+            stream,
+            true,
+        )
+    }
+
     /// The ranges of whole rows `rows` of the managed copy, sorted and merged.
     fn managed_rows(&self, rows: impl Iterator<Item = (usize, usize)>) -> Res<Vec<ByteRange>> {
         let m = self.managed.as_ref().ok_or("no managed copy")?;
@@ -153,7 +175,11 @@ pub fn run_mode(
     for _ in 1..COLD_STARTS {
         places.make_cold(mode)?;
         let (ms, _) = step(places, mode, 0)?;
-        run.cold.push((ms, places.cache.stats()?));
+        let stats = match mode.uses_cache() {
+            true => places.cache.stats()?, // zeroed by the cold start: this batch's
+            false => CacheStats::default(),
+        };
+        run.cold.push((ms, stats));
     }
     places.make_cold(mode)?;
     let mut before = places.cache.stats()?;
@@ -195,9 +221,8 @@ pub fn digest<T: cudarc::driver::DeviceRepr + Default + Clone>(
 ) -> Res<u64> {
     p.gpu.synchronize()?;
     let host = p.gpu.stream().clone_dtoh(buf)?;
-    Ok(host.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, v| {
-        (h ^ bits(v) as u64).wrapping_mul(0x100_0000_01b3)
-    }))
+    let bytes: Vec<u8> = host.iter().flat_map(|v| bits(v).to_le_bytes()).collect();
+    Ok(lookahead::launch::decisions::fnv64(&bytes))
 }
 
 /// The row gather's inputs and output on the device.
@@ -232,25 +257,23 @@ pub fn rows_batch(p: &mut Places, rows: &mut Rows, mode: Mode, b: usize) -> Res<
         Mode::Resident => {
             gather_rows_device::launch(&stream, cfg, p.device.as_ref().unwrap(), ids, out)
         }
-        Mode::Cache | Mode::CachePrefetch => {
-            gather_rows::launch(&stream, cfg, p.cache.view(), ids, out)
-        }
+        Mode::Cache => gather_rows::launch(&stream, cfg, p.cache.view(), ids, out),
         Mode::ZeroCopy => gather_rows_zero_copy::launch(&stream, cfg, p.cache.view(), ids, out),
-        _ => {
-            let m = p.managed.as_ref().unwrap();
-            if mode == Mode::UvmPrefetch {
-                prefetch_ranges(
-                    &p.gpu,
-                    &ranges,
-                    Location::Device(p.gpu.ordinal()),
-                    &stream,
-                    true,
-                )?;
-            }
-            gather_rows_device::launch(&stream, cfg, m, ids, out)
+        Mode::UvmFaults | Mode::UvmPrefetch => {
+            p.prefetch_to_gpu(&ranges, &stream)?;
+            gather_rows_device::launch(&stream, cfg, p.managed(), ids, out)
         }
+        Mode::HostCopy | Mode::CachePrefetch => Err(not_for(mode, "the row gather")),
     })?;
     Ok(ms)
+}
+
+/// The error for a mode a workload does not have (the benchmark never asks for one).
+fn not_for(mode: Mode, workload: &str) -> lookahead::Error {
+    lookahead::Error::InvalidArgument {
+        call: "host_cache_bench",
+        reason: format!("{} is not a mode of {workload}", mode.name()),
+    }
 }
 
 /// The host-driven baseline's gather: the batch's rows into `staging`, in parallel.
@@ -316,19 +339,11 @@ pub fn scans_batch(p: &mut Places, s: &mut Scans, mode: Mode, b: usize) -> Res<f
         Mode::ZeroCopy => {
             scan_lists_zero_copy::launch(&stream, cfg, p.cache.view(), off, q, pl, pq, &mut best)
         }
-        _ => {
-            let m = p.managed.as_ref().unwrap();
-            if mode == Mode::UvmPrefetch {
-                prefetch_ranges(
-                    &p.gpu,
-                    &ranges,
-                    Location::Device(p.gpu.ordinal()),
-                    &stream,
-                    true,
-                )?;
-            }
-            scan_lists_device::launch(&stream, cfg, m, off, q, pl, pq, &mut best)
+        Mode::UvmFaults | Mode::UvmPrefetch => {
+            p.prefetch_to_gpu(&ranges, &stream)?;
+            scan_lists_device::launch(&stream, cfg, p.managed(), off, q, pl, pq, &mut best)
         }
+        Mode::HostCopy => Err(not_for(mode, "the list scan")),
     })?;
     Ok(ms)
 }
