@@ -53,6 +53,12 @@ pub fn shfl_down_f32(value: f32, delta: u32) -> f32 {
     f32::from_bits(shfl_down_u32(value.to_bits(), delta))
 }
 
+/// [`shfl_up_u32`] for `f32`.
+#[inline(always)]
+pub fn shfl_up_f32(value: f32, delta: u32) -> f32 {
+    f32::from_bits(shfl_up_u32(value.to_bits(), delta))
+}
+
 /// [`shfl_xor_u32`] for `f32`.
 #[inline(always)]
 pub fn shfl_xor_f32(value: f32, mask: u32) -> f32 {

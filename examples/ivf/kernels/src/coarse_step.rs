@@ -4,21 +4,88 @@ use lookahead_device::prelude::*;
 
 use crate::{CoarseShape, COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE};
 
-/// Inserts `(dist, id)` into the sorted list `(ds, is)` of `n` entries (ties by id).
+/// `(d1, i1)` before `(d2, i2)`: nearer first, then the smaller index.
 #[inline(always)]
-fn insert(ds: &mut [f32], is: &mut [u32], n: usize, dist: f32, id: u32) {
-    let last = n - 1;
-    if dist > ds[last] || (dist == ds[last] && id >= is[last]) {
-        return;
+fn before(d1: f32, i1: u32, d2: f32, i2: u32) -> bool {
+    d1 < d2 || (d1 == d2 && i1 < i2)
+}
+
+/// A sorted list of up to [`MAX_NPROBE`] `(distance, index)` pairs spread over a warp's
+/// registers: lane `r` holds entries `r` and `32 + r`. Empty places hold
+/// `(f32::INFINITY, u32::MAX)`. Indexed by lane, not by a loop variable, so it never goes
+/// to local memory (per-lane lists of `MAX_NPROBE` did: 2 KiB a thread to fill and walk).
+#[derive(Clone, Copy)]
+struct WarpList {
+    lo: (f32, u32),
+    hi: (f32, u32),
+}
+
+impl WarpList {
+    const EMPTY: WarpList = WarpList {
+        lo: (f32::INFINITY, u32::MAX),
+        hi: (f32::INFINITY, u32::MAX),
+    };
+
+    /// Entry `r < MAX_NPROBE`, on every lane.
+    #[inline(always)]
+    fn entry(&self, r: usize) -> (f32, u32) {
+        let (d, i) = if r < 32 { self.lo } else { self.hi };
+        let src = (r % 32) as u32;
+        (warp::shfl_idx_f32(d, src), warp::shfl_idx_u32(i, src))
     }
-    let mut j = last;
-    while j > 0 && (ds[j - 1] > dist || (ds[j - 1] == dist && is[j - 1] > id)) {
-        ds[j] = ds[j - 1];
-        is[j] = is[j - 1];
-        j -= 1;
+
+    /// Inserts `(d, i)` (the same on every lane) if it is among the first `n` entries.
+    #[inline(always)]
+    fn insert(&mut self, n: usize, d: f32, i: u32) {
+        let lane = lane_id();
+        let pos = warp::ballot(before(self.lo.0, self.lo.1, d, i)).count_ones()
+            + warp::ballot(before(self.hi.0, self.hi.1, d, i)).count_ones();
+        if pos as usize >= n {
+            return; // warp-uniform
+        }
+        // Entries from `pos` on move up one place; the last one falls off.
+        let lo_up = (
+            warp::shfl_up_f32(self.lo.0, 1),
+            warp::shfl_up_u32(self.lo.1, 1),
+        );
+        let hi_up = (
+            warp::shfl_up_f32(self.hi.0, 1),
+            warp::shfl_up_u32(self.hi.1, 1),
+        );
+        let lo_last = (
+            warp::shfl_idx_f32(self.lo.0, 31),
+            warp::shfl_idx_u32(self.lo.1, 31),
+        );
+        let hi_from = if lane == 0 { lo_last } else { hi_up };
+        self.lo = shifted(self.lo, lo_up, (d, i), lane, pos);
+        self.hi = shifted(self.hi, hi_from, (d, i), lane + 32, pos);
     }
-    ds[j] = dist;
-    is[j] = id;
+
+    /// Offers each lane's `(d, c)` where `offer` holds: those that would be among the first
+    /// `n` entries go in, one at a time.
+    #[inline(always)]
+    fn offer(&mut self, n: usize, offer: bool, d: f32, c: u32) {
+        let (td, ti) = self.entry(n - 1);
+        let mut want = warp::ballot(offer && before(d, c, td, ti));
+        while want != 0 {
+            let src = want.trailing_zeros();
+            self.insert(n, warp::shfl_idx_f32(d, src), warp::shfl_idx_u32(c, src));
+            want &= want - 1;
+        }
+    }
+}
+
+/// Entry `at` of a list after inserting `new` at `pos`: unchanged before `pos`, `new` at
+/// `pos`, and the entry below (`below`) after it.
+#[inline(always)]
+fn shifted(own: (f32, u32), below: (f32, u32), new: (f32, u32), at: u32, pos: u32) -> (f32, u32) {
+    if at > pos {
+        below
+    } else if at == pos {
+        new
+    } else {
+        own
+    }
 }
 
 /// The smallest `(distance, index)` pair over the warp's lanes (ties by index), on every lane.
@@ -37,36 +104,71 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
     (bd, bi)
 }
 
+/// Dimensions of a centroid one lane of [`coarse`] loads at once.
+const DIM_TILE: usize = 8;
+
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
 const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;
 
-/// Each warp's best `nprobe` per query (its lanes' sorted lists `ds`/`is` merged by
-/// shuffles) into shared memory at `(query * COARSE_WARPS + warp) * MAX_NPROBE`.
+/// Centroid `c`'s squared distances to the block's staged queries, summed in dimension
+/// order (as the CPU reference does). A tile's loads are issued before its sums: with a lane
+/// per centroid there are few warps, and one load in flight per lane kept the step waiting
+/// on memory once per dimension.
+#[inline(always)]
+fn distances(
+    staged: SharedArray<f32, { QW * MAX_DIM }>,
+    centroids_t: &[f32],
+    dim: usize,
+    nlist: usize,
+    c: usize,
+) -> [f32; QW] {
+    let mut acc = [0.0f32; QW];
+    let mut add = |d: usize, v: f32| {
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: j * MAX_DIM + d < QW * MAX_DIM (d < dim <= MAX_DIM).
+            let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - v;
+            *a += t * t;
+        }
+    };
+    // SAFETY (loads): d < dim and c < nlist, and the caller checked that centroids_t holds
+    // dim * nlist floats.
+    let load = |d: usize| unsafe { *centroids_t.get_unchecked(d * nlist + c) };
+    let mut d0 = 0;
+    // Whole tiles, with constant trip counts so that the tile stays in registers.
+    while d0 + DIM_TILE <= dim {
+        let mut cv = [0.0f32; DIM_TILE];
+        for (u, v) in cv.iter_mut().enumerate() {
+            *v = load(d0 + u);
+        }
+        for (u, &v) in cv.iter().enumerate() {
+            add(d0 + u, v);
+        }
+        d0 += DIM_TILE;
+    }
+    for d in d0..dim {
+        add(d, load(d));
+    }
+    acc
+}
+
+/// Each warp's best `nprobe` for each of the block's first `queries` queries into shared
+/// memory at `(query * COARSE_WARPS + warp) * MAX_NPROBE`.
 #[inline(always)]
 fn warp_lists_to_shared(
-    ds: &[[f32; MAX_NPROBE]; QW],
-    is: &[[u32; MAX_NPROBE]; QW],
+    lists: &[WarpList; QW],
     nprobe: usize,
+    queries: usize,
     warp: usize,
     best_d: SharedArray<f32, WARP_LISTS>,
     best_i: SharedArray<u32, WARP_LISTS>,
 ) {
-    let lane = lane_id();
-    for j in 0..QW {
-        let mut head = 0usize;
-        for r in 0..nprobe {
-            let (bd, bi) = warp_min(if head < nprobe {
-                (ds[j][head], is[j][head])
-            } else {
-                (f32::INFINITY, u32::MAX)
-            });
-            // Centroid indices are distinct, so at most one lane holds the winner.
-            if head < nprobe && is[j][head] == bi {
-                head += 1;
-            }
-            if lane == 0 {
-                best_d.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bd);
-                best_i.set((j * COARSE_WARPS + warp) * MAX_NPROBE + r, bi);
+    let lane = lane_id() as usize;
+    for (j, list) in lists.iter().enumerate() {
+        let at = (j * COARSE_WARPS + warp) * MAX_NPROBE;
+        for (r, (d, i)) in [(lane, list.lo), (lane + 32, list.hi)] {
+            if j < queries && r < nprobe {
+                best_d.set(at + r, d);
+                best_i.set(at + r, i);
             }
         }
     }
@@ -124,34 +226,28 @@ pub fn coarse(
     // Barriers every thread reaches (no early return before them).
     sync_threads();
     let active = usable && q0 < nq;
-    let mut ds = [[f32::INFINITY; MAX_NPROBE]; QW];
-    let mut is = [[u32::MAX; MAX_NPROBE]; QW];
+    // The block's queries that exist (uniform over the block).
+    let queries = if active { (nq - q0).min(QW) } else { 0 };
+    let mut lists = [WarpList::EMPTY; QW];
     if active {
-        let mut c = (slice * COARSE_WARPS + warp) * 32 + lane;
-        while c < nlist {
-            let mut acc = [0.0f32; QW];
-            for d in 0..dim {
-                // SAFETY: d < dim and c < nlist, and centroids_t holds dim * nlist floats
-                // (checked in `usable`).
-                let cv = unsafe { *centroids_t.get_unchecked(d * nlist + c) };
-                for j in 0..QW {
-                    // SAFETY: j * MAX_DIM + d < QW * MAX_DIM.
-                    let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - cv;
-                    acc[j] += t * t;
+        // Warp-uniform: every lane takes part in the lists' shuffles.
+        let mut base = (slice * COARSE_WARPS + warp) * 32;
+        while base < nlist {
+            let c = base + lane;
+            let acc = if c < nlist {
+                distances(staged, centroids_t, dim, nlist, c)
+            } else {
+                [f32::INFINITY; QW]
+            };
+            for (j, list) in lists.iter_mut().enumerate() {
+                if j < queries {
+                    list.offer(nprobe, c < nlist, acc[j], c as u32);
                 }
             }
-            for j in 0..QW {
-                let (dj, ij) = (&mut ds[j], &mut is[j]);
-                if acc[j] < dj[nprobe - 1]
-                    || (acc[j] == dj[nprobe - 1] && (c as u32) < ij[nprobe - 1])
-                {
-                    insert(dj, ij, nprobe, acc[j], c as u32);
-                }
-            }
-            c += COARSE_WARPS * 32 * slices;
+            base += COARSE_WARPS * 32 * slices;
         }
     }
-    warp_lists_to_shared(&ds, &is, nprobe, warp, best_d, best_i);
+    warp_lists_to_shared(&lists, nprobe, queries, warp, best_d, best_i);
     sync_threads();
     // Warp `j` merges query `j`'s per-warp lists: lane `w < COARSE_WARPS` walks warp `w`'s list.
     if active && warp < QW && q0 + warp < nq {
