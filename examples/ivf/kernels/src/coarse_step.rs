@@ -18,12 +18,15 @@ fn before(d1: f32, i1: u32, d2: f32, i2: u32) -> bool {
 struct WarpList {
     lo: (f32, u32),
     hi: (f32, u32),
+    /// No entry yet (the same on every lane).
+    empty: bool,
 }
 
 impl WarpList {
     const EMPTY: WarpList = WarpList {
         lo: (f32::INFINITY, u32::MAX),
         hi: (f32::INFINITY, u32::MAX),
+        empty: true,
     };
 
     /// Entry `r < MAX_NPROBE`, on every lane.
@@ -65,6 +68,14 @@ impl WarpList {
     /// `n` entries go in, one at a time.
     #[inline(always)]
     fn offer(&mut self, n: usize, offer: bool, d: f32, c: u32) {
+        if self.empty {
+            // The first offers all go in: sorting them costs 15 exchanges instead of 32
+            // insertions (with a lane per centroid, most warps see only this round).
+            let none = (f32::INFINITY, u32::MAX);
+            self.lo = warp_sort(if offer { (d, c) } else { none });
+            self.empty = false;
+            return;
+        }
         let (td, ti) = self.entry(n - 1);
         let mut want = warp::ballot(offer && before(d, c, td, ti));
         while want != 0 {
@@ -73,6 +84,33 @@ impl WarpList {
             want &= want - 1;
         }
     }
+}
+
+/// The warp's 32 `(distance, index)` pairs sorted (bitonic network): lane `r` gets the
+/// `r`-th. Pairs must be distinct, but for empty places.
+#[inline(always)]
+fn warp_sort((mut d, mut i): (f32, u32)) -> (f32, u32) {
+    let lane = lane_id();
+    let mut k = 2;
+    while k <= 32 {
+        let mut j = k / 2;
+        while j > 0 {
+            let (od, oi) = (warp::shfl_xor_f32(d, j), warp::shfl_xor_u32(i, j));
+            // The lower lane of a pair keeps the nearer one in ascending runs.
+            let keep_nearer = (lane & j == 0) == (lane & k == 0);
+            let take = if keep_nearer {
+                before(od, oi, d, i)
+            } else {
+                before(d, i, od, oi)
+            };
+            if take {
+                (d, i) = (od, oi);
+            }
+            j /= 2;
+        }
+        k *= 2;
+    }
+    (d, i)
 }
 
 /// Entry `at` of a list after inserting `new` at `pos`: unchanged before `pos`, `new` at
@@ -110,7 +148,7 @@ const DIM_TILE: usize = 8;
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
 const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;
 
-/// Centroid `c`'s squared distances to the block's staged queries, summed in dimension
+/// Centroid `c`'s squared distances to the block's first `queries` staged queries, summed in dimension
 /// order (as the CPU reference does). A tile's loads are issued before its sums: with a lane
 /// per centroid there are few warps, and one load in flight per lane kept the step waiting
 /// on memory once per dimension.
@@ -121,13 +159,16 @@ fn distances(
     dim: usize,
     nlist: usize,
     c: usize,
+    queries: usize,
 ) -> [f32; QW] {
     let mut acc = [0.0f32; QW];
     let mut add = |d: usize, v: f32| {
         for (j, a) in acc.iter_mut().enumerate() {
-            // SAFETY: j * MAX_DIM + d < QW * MAX_DIM (d < dim <= MAX_DIM).
-            let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - v;
-            *a += t * t;
+            if j < queries {
+                // SAFETY: j * MAX_DIM + d < QW * MAX_DIM (d < dim <= MAX_DIM).
+                let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - v;
+                *a += t * t;
+            }
         }
     };
     // SAFETY (loads): d < dim and c < nlist, and the caller checked that centroids_t holds
@@ -235,7 +276,7 @@ pub fn coarse(
         while base < nlist {
             let c = base + lane;
             let acc = if c < nlist {
-                distances(staged, centroids_t, dim, nlist, c)
+                distances(staged, centroids_t, dim, nlist, c, queries)
             } else {
                 [f32::INFINITY; QW]
             };

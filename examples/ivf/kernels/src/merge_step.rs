@@ -38,12 +38,30 @@ pub fn merge(
         let lo = pair_cand_off[q * nprobe] as usize * K;
         let hi = pair_cand_off[(q + 1) * nprobe] as usize * K;
         let mut top = TopK::new();
-        let mut c = lo + part * 32 + lane;
-        while c < hi {
-            if cand_ids[c] != u32::MAX {
-                top.offer(cand_dist[c], cand_ids[c]);
+        let stride = 32 * parts;
+        let load = |at: usize| {
+            if at < hi {
+                (cand_dist[at], cand_ids[at])
+            } else {
+                (f32::INFINITY, u32::MAX)
             }
-            c += 32 * parts;
+        };
+        let mut c = lo + part * 32 + lane;
+        // Four candidates' loads at once, named one by one so they stay in registers: the
+        // block has few warps, so each round trip to memory is paid in full (one load, then
+        // the other, per candidate took most of a 1-query merge).
+        while c < hi {
+            let got = [
+                load(c),
+                load(c + stride),
+                load(c + 2 * stride),
+                load(c + 3 * stride),
+            ];
+            top.offer_valid(got[0]);
+            top.offer_valid(got[1]);
+            top.offer_valid(got[2]);
+            top.offer_valid(got[3]);
+            c += 4 * stride;
         }
         top.warp_merge(|j, d, id| {
             if lane == 0 {

@@ -88,6 +88,9 @@ fn scan_item(
     while r0 < w.b {
         let row = r0 + group;
         let mut s = 0.0f32;
+        // The id is loaded with the row, not after its distance: behind the sum it was a
+        // second round trip to memory in every step.
+        let id = if row < w.b { index.ids[row] } else { u32::MAX };
         if row < w.b {
             let at = (row - w.a) * dim;
             for i in 0..DIMS_PER_LANE {
@@ -104,7 +107,7 @@ fn scan_item(
         s += warp::shfl_xor_f32(s, 2);
         s += warp::shfl_xor_f32(s, 4);
         if row < w.b && g == step % LANES_PER_ROW {
-            top.offer(s, index.ids[row]);
+            top.offer(s, id);
         }
         step += 1;
         r0 += rows_per_step;

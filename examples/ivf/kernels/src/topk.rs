@@ -55,6 +55,14 @@ impl TopK {
         }
     }
 
+    /// [`TopK::offer`] for a loaded candidate, unless its id is `u32::MAX` (an empty place).
+    #[inline(always)]
+    pub fn offer_valid(&mut self, (dist, id): (f32, u32)) {
+        if id != u32::MAX {
+            self.offer(dist, id);
+        }
+    }
+
     /// Drops the first entry, moving the rest up.
     #[inline(always)]
     fn pop_front(&mut self) {
