@@ -227,9 +227,9 @@ fn warp_lists_to_shared(
 /// are staged in shared memory; its warps split the centroids, and each lane reads
 /// `centroids_t` (the centroids transposed, `dim x nlist`) so that 32 lanes load 32
 /// consecutive floats, computing its centroid's distance to all of the block's queries from
-/// one load. Each lane keeps a sorted `nprobe` nearest per query; each warp merges its lanes'
-/// by shuffles into shared memory, and one warp per query merges the warps'. Distances are
-/// summed in dimension order, exactly as the CPU reference does.
+/// one load. Each warp keeps a sorted `nprobe` nearest per query spread over its lanes'
+/// registers ([`WarpList`]), writes it to shared memory, and one warp per query merges the
+/// warps' lists. Distances are summed in dimension order, exactly as the CPU reference does.
 #[kernel]
 pub fn coarse(
     queries: &[f32],
