@@ -143,7 +143,7 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
 }
 
 /// Dimensions of a centroid one lane of [`coarse`] loads at once.
-const DIM_TILE: usize = 8;
+const DIM_TILE: usize = 16;
 
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
 const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;

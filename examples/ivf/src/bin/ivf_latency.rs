@@ -112,6 +112,9 @@ struct Row {
     graph: Latencies,
     launches_qps: f64,
     graph_qps: f64,
+    /// Host time to queue a batch's work (p50, seconds), launched and as a graph.
+    launches_queue: f64,
+    graph_queue: f64,
     same: bool,
     /// Back to back only: the full `GpuIndex::search` (policy choice, per-step events,
     /// statistics read back) on the same batches.
@@ -247,11 +250,12 @@ fn measure(
     args: &Args,
 ) -> lookahead::Result<Row> {
     let mut same = true;
-    let mut one = |submit: Submit, same: &mut bool| -> lookahead::Result<(Latencies, f64)> {
+    let mut one = |submit: Submit, same: &mut bool| -> lookahead::Result<(Latencies, f64, f64)> {
         for q in &pool[..args.warmup] {
             index.search_batch(batch, q, submit)?;
         }
         let mut lat = Vec::with_capacity(args.batches);
+        let mut queue = Vec::with_capacity(args.batches);
         let start = Instant::now();
         for (i, q) in pool[args.warmup..].iter().enumerate() {
             let arrives = match arrival {
@@ -263,15 +267,17 @@ fn measure(
             }
             let (_, ids) = index.search_batch(batch, q, submit)?;
             lat.push(arrives.elapsed().as_secs_f64());
+            queue.push(batch.last_queue_time().as_secs_f64());
             *same &= ids == want[args.warmup + i];
         }
         let queries: usize = pool[args.warmup..].iter().map(Vectors::len).sum();
         let qps = queries as f64 / start.elapsed().as_secs_f64();
         lat.sort_by(f64::total_cmp);
-        Ok((Latencies(lat), qps))
+        queue.sort_by(f64::total_cmp);
+        Ok((Latencies(lat), qps, Latencies(queue).quantile(0.5)))
     };
-    let (launches, launches_qps) = one(Submit::Launches, &mut same)?;
-    let (graph, graph_qps) = one(Submit::Graph, &mut same)?;
+    let (launches, launches_qps, launches_queue) = one(Submit::Launches, &mut same)?;
+    let (graph, graph_qps, graph_queue) = one(Submit::Graph, &mut same)?;
     Ok(Row {
         policy: Policy::Faults,
         size: 0,
@@ -280,6 +286,8 @@ fn measure(
         graph,
         launches_qps,
         graph_qps,
+        launches_queue,
+        graph_queue,
         same,
         full: None,
     })
@@ -319,7 +327,7 @@ fn policy_name(p: Policy) -> &'static str {
 
 fn summary(r: &Row) -> String {
     format!(
-        "{:<16} {:>3} queries, {:<16}: p50 {:.1} -> {:.1} us ({:.2}x), p99 {:.1} -> {:.1} us{}",
+        "{:<16} {:>3} queries, {:<16}: p50 {:.1} -> {:.1} us ({:.2}x), p99 {:.1} -> {:.1} us, queueing {:.1} -> {:.1} us{}",
         policy_name(r.policy),
         r.size,
         arrival_name(r.arrival),
@@ -328,6 +336,8 @@ fn summary(r: &Row) -> String {
         r.launches.quantile(0.5) / r.graph.quantile(0.5),
         r.launches.quantile(0.99) * 1e6,
         r.graph.quantile(0.99) * 1e6,
+        r.launches_queue * 1e6,
+        r.graph_queue * 1e6,
         if r.same { "" } else { "  RESULTS DIFFER" }
     )
 }
@@ -345,6 +355,8 @@ fn table(rows: &[Row]) -> Table {
         "p99 graph / launches",
         "launches queries/s",
         "graph queries/s",
+        "launches queueing p50 us",
+        "graph queueing p50 us",
         "same results",
         "full search p50 us",
     ]);
@@ -363,6 +375,8 @@ fn table(rows: &[Row]) -> Table {
             format!("{:.2}", gp99 / lp99),
             format!("{:.0}", r.launches_qps),
             format!("{:.0}", r.graph_qps),
+            format!("{:.1}", r.launches_queue * 1e6),
+            format!("{:.1}", r.graph_queue * 1e6),
             (if r.same { "yes" } else { "NO" }).to_string(),
             r.full
                 .as_ref()
@@ -385,7 +399,7 @@ fn markdown(header: &RunHeader, args: &Args, rows: &[Row]) -> String {
         .map(|r| r.launches.quantile(0.5) / r.graph.quantile(0.5))
         .fold(f64::INFINITY, f64::min);
     format!(
-        "{}\n- index: {:.2} GiB, {} dims, {} lists, nprobe {}; {} timed batches per row after {} warm-up; fixed rate: every {} x the launched back-to-back p50\n- latency: from a batch's arrival to its neighbours in host memory (queries copied in, outputs poisoned, coarse, plan, scan, merge, results copied out)\n\n{}\n- target p50 of 1-16-query batches >= 1.5x lower with graphs: {} (lowest {:.2}x)\n- target p99 no worse with graphs (1-16 queries): {}\n- same results with and without graphs on every batch: {}\n",
+        "{}\n- index: {:.2} GiB, {} dims, {} lists, nprobe {}; {} timed batches per row after {} warm-up; fixed rate: every {} x the launched back-to-back p50\n- latency: from a batch's arrival to its neighbours in host memory (queries copied in, outputs poisoned, coarse, plan, scan, merge, results copied out)\n- queueing: the host's time to queue a batch's work, before waiting for it (`BatchSearch::last_queue_time`)\n\n{}\n- target p50 of 1-16-query batches >= 1.5x lower with graphs: {} (lowest {:.2}x)\n- target p99 no worse with graphs (1-16 queries): {}\n- same results with and without graphs on every batch: {}\n",
         header.markdown(),
         args.gib,
         args.dim,

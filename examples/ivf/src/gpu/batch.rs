@@ -105,12 +105,20 @@ pub struct BatchSearch {
     out_d: Pinned<f32>,
     out_i: Pinned<u32>,
     graph: Option<Captured>,
+    queued_in: std::time::Duration,
 }
 
 impl BatchSearch {
     /// Batches of at most this many queries.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// How long the host took to queue the last batch's work (its copies, memsets and
+    /// launches, or the graph's replay, and a capture or update when there was one), before
+    /// waiting for it.
+    pub fn last_queue_time(&self) -> std::time::Duration {
+        self.queued_in
     }
 
     /// Kernel nodes of the captured graph (empty before the first graph batch).
@@ -164,6 +172,7 @@ impl GpuIndex {
             out_d: Pinned::new(capacity * K)?,
             out_i: Pinned::new(capacity * K)?,
             graph: None,
+            queued_in: std::time::Duration::ZERO,
         })
     }
 
@@ -186,10 +195,12 @@ impl GpuIndex {
             });
         }
         batch.queries.slice_mut()[..queries.data.len()].copy_from_slice(&queries.data);
+        let queueing = std::time::Instant::now();
         match submit {
             Submit::Launches => self.batch_by_launches(batch, queries)?,
             Submit::Graph => self.batch_by_graph(batch, queries)?,
         }
+        batch.queued_in = queueing.elapsed();
         self.stream.synchronize().during("cuStreamSynchronize")?;
         let (dist, ids) = (
             batch.out_d.slice()[..nq * K].to_vec(),
