@@ -2,13 +2,8 @@
 
 use lookahead_device::prelude::*;
 
+use crate::topk::before;
 use crate::{CoarseShape, COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE};
-
-/// `(d1, i1)` before `(d2, i2)`: nearer first, then the smaller index.
-#[inline(always)]
-fn before(d1: f32, i1: u32, d2: f32, i2: u32) -> bool {
-    d1 < d2 || (d1 == d2 && i1 < i2)
-}
 
 /// A sorted list of up to [`MAX_NPROBE`] `(distance, index)` pairs spread over a warp's
 /// registers: lane `r` holds entries `r` and `32 + r`. Empty places hold
@@ -148,10 +143,10 @@ const DIM_TILE: usize = 16;
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
 const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;
 
-/// Centroid `c`'s squared distances to the block's first `queries` staged queries, summed in dimension
-/// order (as the CPU reference does). A tile's loads are issued before its sums: with a lane
-/// per centroid there are few warps, and one load in flight per lane kept the step waiting
-/// on memory once per dimension.
+/// Centroid `c`'s squared distances to the block's first `queries` staged queries, summed
+/// in dimension order (as the CPU reference does). A tile's loads are issued before its
+/// sums: with a lane per centroid there are few warps, and one load in flight per lane kept
+/// the step waiting on memory once per dimension.
 #[inline(always)]
 fn distances(
     staged: SharedArray<f32, { QW * MAX_DIM }>,
