@@ -112,7 +112,9 @@ impl CacheConfig {
     }
 
     /// The page size as a shift of elements of `T`, or what is wrong.
-    fn page_shift<T>(&self, len: usize) -> Result<u32> {
+    /// The page shift (log2 of elements per page) and the pages of `len` elements of `T`,
+    /// or why the configuration cannot hold them.
+    fn page_layout<T>(&self, len: usize) -> Result<(u32, usize)> {
         let elem = std::mem::size_of::<T>();
         let bad = |reason: String| Err(CacheError::Config { reason });
         if !self.page_bytes.is_power_of_two() || self.page_bytes < 512 {
@@ -134,7 +136,7 @@ impl CacheConfig {
                 "{pages} pages is too many for the page table: use larger pages"
             ));
         }
-        Ok((self.page_bytes / elem).trailing_zeros())
+        Ok(((self.page_bytes / elem).trailing_zeros(), pages))
     }
 }
 
@@ -296,8 +298,7 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
     }
 
     fn alloc(gpu: &Gpu, len: usize, config: CacheConfig) -> Result<Self> {
-        let page_shift = config.page_shift::<T>(len)?;
-        let pages = len.div_ceil(1 << page_shift);
+        let (page_shift, pages) = config.page_layout::<T>(len)?;
         let tables = initial_tables(pages, config.slots);
         let elem = std::mem::size_of::<T>();
         let g = GpuStorage::new(
@@ -340,8 +341,7 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
     /// memory: waits for every kernel, frees the old slots and tables, allocates the new
     /// ones. A shape that does not fit is refused and the old one kept.
     pub fn reshape(&mut self, config: CacheConfig) -> Result<()> {
-        let page_shift = config.page_shift::<T>(self.len)?;
-        let pages = self.len.div_ceil(1 << page_shift);
+        let (page_shift, pages) = config.page_layout::<T>(self.len)?;
         let tables = initial_tables(pages, config.slots);
         if let Storage::Gpu(g) = &mut self.storage {
             g.reshape(
@@ -359,8 +359,7 @@ impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
     /// A cache of a copy of `data` for kernels on the CPU emulator: the same protocol on host
     /// memory.
     pub fn on_emulator(data: &[T], config: CacheConfig) -> Result<Self> {
-        let page_shift = config.page_shift::<T>(data.len())?;
-        let pages = data.len().div_ceil(1 << page_shift);
+        let (page_shift, pages) = config.page_layout::<T>(data.len())?;
         let slot_elems = config.slots as usize * (config.page_bytes / std::mem::size_of::<T>());
         let h = HostStorage {
             backing: data.to_vec(),
@@ -520,14 +519,17 @@ mod tests {
 
     #[test]
     fn configurations_are_checked_with_a_reason() {
-        let e = |c: CacheConfig| c.page_shift::<f32>(1 << 20).unwrap_err().to_string();
+        let e = |c: CacheConfig| c.page_layout::<f32>(1 << 20).unwrap_err().to_string();
         assert!(e(CacheConfig::new(1000, 4)).contains("power of two"));
         assert!(e(CacheConfig::new(256, 4)).contains("at least 512"));
         assert!(e(CacheConfig::new(4096, 0)).contains("slots = 0"));
-        assert_eq!(CacheConfig::new(4096, 4).page_shift::<f32>(10).unwrap(), 10);
+        assert_eq!(
+            CacheConfig::new(4096, 4).page_layout::<f32>(10).unwrap(),
+            (10, 1)
+        );
         assert_eq!(CacheConfig::with_capacity(1 << 20, 4096).slots, 256);
         let e = CacheConfig::new(4096, 1)
-            .page_shift::<[u8; 3]>(10)
+            .page_layout::<[u8; 3]>(10)
             .unwrap_err();
         assert!(e.to_string().contains("power-of-two number"), "{e}");
     }
