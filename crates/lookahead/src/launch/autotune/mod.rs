@@ -280,8 +280,10 @@ impl AutoTuner {
         self.store.get(&key.persistent())
     }
 
-    /// After a poll: a choice just measured is kept in the store and announced.
+    /// Reads `t`'s completed timings; a choice they complete is kept in the store and
+    /// announced.
     fn settle(&self, key: TuneKey, t: &mut Tuning) {
+        t.poll();
         if t.origin.is_some() {
             return;
         }
@@ -316,7 +318,6 @@ impl AutoTuner {
         let t = tunings
             .entry(key)
             .or_insert_with(|| self.start(key, candidates));
-        t.poll();
         self.settle(key, t);
         match t.selector.choice() {
             Some(v) => Plan::fixed(v),
@@ -396,7 +397,6 @@ impl AutoTuner {
     pub fn status(&self, key: TuneKey) -> Option<TuneStatus> {
         let mut tunings = lock(&self.tunings);
         let t = tunings.get_mut(&key)?;
-        t.poll();
         self.settle(key, t);
         Some(status(key, t))
     }
@@ -407,7 +407,6 @@ impl AutoTuner {
         tunings
             .iter_mut()
             .map(|(k, t)| {
-                t.poll();
                 self.settle(*k, t);
                 status(*k, t)
             })
