@@ -51,14 +51,19 @@ struct Args {
     /// MiB of device memory for the cache.
     #[arg(long, default_value_t = 1024, value_parser = at_least(1usize))]
     cache_mib: usize,
-    /// Bytes per cache page for the row gather (a power of two, at least 512: one row).
-    #[arg(long, default_value_t = 512, value_parser = at_least(512usize))]
-    row_page_bytes: usize,
+    /// Floats per row of the gather's table (a power of two, at least 128: 512 bytes; GNN
+    /// feature tables hold 128 to 1024, GIDS's IGB tables 1024: 4 KiB rows).
+    #[arg(long, default_value_t = 1024, value_parser = at_least(128usize))]
+    row_floats: usize,
+    /// Bytes per cache page for the row gather (a power of two, at least a row; default: a
+    /// row).
+    #[arg(long)]
+    row_page_bytes: Option<usize>,
     /// KiB per cache page for the list scan (a power of two).
     #[arg(long, default_value_t = 64, value_parser = at_least(1usize))]
     scan_page_kib: usize,
-    /// The cache again at these page sizes (bytes, comma-separated; 0: none): those up to
-    /// 64 KiB for the row gather, those from 16 KiB for the list scan.
+    /// The cache again at these page sizes (bytes, comma-separated; 0: none): those from a
+    /// row to 64 KiB for the row gather, those from 16 KiB for the list scan.
     #[arg(long, value_delimiter = ',', default_values_t = [4096usize, 65536, 16384, 262144])]
     sweep: Vec<usize>,
     /// Batches per workload and mode.
@@ -86,8 +91,18 @@ struct Args {
 
 impl Validate for Args {
     fn validate(&self) -> Result<(), String> {
+        if !self.row_floats.is_power_of_two() {
+            return Err("--row-floats must be a power of two".into());
+        }
+        if self.row_page() < self.row_floats * 4 {
+            return Err(format!(
+                "--row-page-bytes {} is smaller than a row ({} bytes)",
+                self.row_page(),
+                self.row_floats * 4
+            ));
+        }
         let pages = [
-            ("--row-page-bytes", self.row_page_bytes),
+            ("--row-page-bytes", self.row_page()),
             ("--scan-page-kib", self.scan_page_kib << 10),
         ];
         if let Some((flag, _)) = pages.iter().find(|(_, v)| !v.is_power_of_two()) {
@@ -107,6 +122,13 @@ impl Validate for Args {
             ));
         }
         Ok(())
+    }
+}
+
+impl Args {
+    /// The row gather's cache page in bytes.
+    fn row_page(&self) -> usize {
+        self.row_page_bytes.unwrap_or(self.row_floats * 4)
     }
 }
 
@@ -135,12 +157,12 @@ fn start(args: &Args) -> Res<bool> {
         data_bytes: places.cache.len() * 4,
         cache_bytes: args.cache_mib << 20,
         args: format!(
-            "{} batches, Zipf {}, {} rows per gather batch, {} lists, {} queries x {} probes per scan batch",
-            args.batches, args.zipf, args.batch_rows, args.lists, args.queries, args.nprobe
+            "{} batches, Zipf {}, {} rows of {} bytes per gather batch, {} lists, {} queries x {} probes per scan batch",
+            args.batches, args.zipf, args.batch_rows, args.row_floats * 4, args.lists, args.queries, args.nprobe
         ),
     };
     let workloads = [
-        ("row gather", args.row_page_bytes, rows),
+        ("row gather", args.row_page(), rows),
         ("IVF list scan", args.scan_page_kib << 10, scans),
     ];
     report::write(&out, &meta, &workloads)?;
@@ -151,14 +173,11 @@ fn start(args: &Args) -> Res<bool> {
 
 /// The data in host memory behind the cache, and a device and a managed copy where they fit.
 fn places(gpu: &Gpu, args: &Args) -> Res<Places> {
-    let len = ((args.gib * (1u64 << 30) as f64) as usize / 4 / DIM).max(1) * DIM;
+    // Whole rows and whole vectors (both powers of two).
+    let unit = args.row_floats.max(DIM);
+    let len = ((args.gib * (1u64 << 30) as f64) as usize / 4 / unit).max(1) * unit;
     let started = std::time::Instant::now();
-    let cache = HostCache::from_fn(
-        gpu,
-        len,
-        cache_config(args, args.row_page_bytes),
-        data::fill,
-    )?;
+    let cache = HostCache::from_fn(gpu, len, cache_config(args, args.row_page()), data::fill)?;
     println!(
         "- {:.1} GiB in pinned host memory (made in {:.1} s), cache of {} MiB",
         (len * 4) as f64 / (1u64 << 30) as f64,
@@ -198,6 +217,9 @@ fn cache_config(args: &Args, page_bytes: usize) -> CacheConfig {
 pub struct Measured {
     pub runs: Vec<ModeRun>,
     pub sweep: Vec<(usize, ModeRun)>,
+    /// GB/s of copying pages (the main page size) at random places of the host memory, with
+    /// no cache: the ceiling of the cache's misses ([`modes::random_page_gbps`]).
+    pub random_page_gbps: f64,
 }
 
 impl Measured {
@@ -237,6 +259,10 @@ fn measure(
     mut step: impl FnMut(&mut Places, Mode, usize) -> Res<(f64, u64)>,
 ) -> Res<Measured> {
     p.cache.reshape(cache_config(args, page))?;
+    let random_page_gbps = modes::random_page_gbps(p, page as u64)?;
+    println!(
+        "{name}: pages of {page} bytes copied from random places at {random_page_gbps:.1} GB/s"
+    );
     let mut reference: Vec<u64> = Vec::new();
     let say = |what: &str, r: &ModeRun| {
         let last = r.ms[r.ms.len() - 1];
@@ -258,11 +284,15 @@ fn measure(
         say(&format!("cache with {bytes}-byte pages"), &run);
         swept.push((bytes, run));
     }
-    Ok(Measured { runs, sweep: swept })
+    Ok(Measured {
+        runs,
+        sweep: swept,
+        random_page_gbps,
+    })
 }
 
 fn rows_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured> {
-    let pop = Popularity::new(p.cache.len() / DIM, args.zipf);
+    let pop = Popularity::new(p.cache.len() / args.row_floats, args.zipf);
     let host_batches = data::row_batches(&pop, rng, args.batches, args.batch_rows);
     let s = p.gpu.stream().clone();
     let batches = host_batches
@@ -272,14 +302,18 @@ fn rows_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured>
     let mut rows = Rows {
         batches,
         host_batches,
-        out: s.alloc_zeros::<f32>(args.batch_rows * DIM)?,
-        staging: vec![0.0; args.batch_rows * DIM],
+        out: s.alloc_zeros::<f32>(args.batch_rows * args.row_floats)?,
+        staging: vec![0.0; args.batch_rows * args.row_floats],
+        row_len: args.row_floats,
     };
-    let sweep: Vec<usize> = args.sweep.iter().copied().filter(|b| *b <= 65536).collect();
+    let row_bytes = args.row_floats * 4;
+    let sweep: Vec<usize> = (args.sweep.iter().copied())
+        .filter(|b| (row_bytes..=65536).contains(b))
+        .collect();
     measure(
         p,
         args,
-        ("row gather", args.row_page_bytes, &sweep, true),
+        ("row gather", args.row_page(), &sweep, true),
         |p, m, b| {
             let ms = modes::rows_batch(p, &mut rows, m, b)?;
             Ok((ms, modes::digest(p, &rows.out, |v| v.to_bits())?))
@@ -332,6 +366,16 @@ mod tests {
         let a =
             try_parse::<Args>(&["--gib", "0.5", "--scan-page-kib", "256", "--sweep", "0"]).unwrap();
         assert_eq!((a.gib, a.scan_page_kib, a.sweep), (0.5, 256, vec![0]));
+        let a = try_parse::<Args>(&["--row-floats", "1024"]).unwrap();
+        assert_eq!(a.row_page(), 4096, "a page is a row unless told");
+        let e = try_parse::<Args>(&["--row-floats", "1024", "--row-page-bytes", "2048"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("smaller than a row"), "{e}");
+        let e = try_parse::<Args>(&["--row-floats", "384"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("power of two"), "{e}");
         let e = try_parse::<Args>(&["--scan-page-kib", "48"])
             .unwrap_err()
             .to_string();

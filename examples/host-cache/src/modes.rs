@@ -6,14 +6,17 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use host_cache_kernels::{
-    gather_rows, gather_rows_device, gather_rows_zero_copy, scan_lists, scan_lists_device,
-    scan_lists_prefetched, scan_lists_zero_copy, BLOCK, DIM,
+    copy_pages, gather_rows, gather_rows_device, gather_rows_zero_copy, scan_lists,
+    scan_lists_device, scan_lists_prefetched, scan_lists_zero_copy, BLOCK, DIM,
 };
 use lookahead::launch::LaunchConfig;
 use lookahead::prefetch::{prefetch_range, prefetch_ranges};
-use lookahead::timing::time_on_stream;
+use lookahead::timing::{time_on_stream, Summary};
 use lookahead::{ByteRange, Gpu, Location, ManagedBuffer};
 use lookahead_cache::{CacheStats, HostCache};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 
 use crate::data::ScanBatch;
 use crate::Res;
@@ -231,16 +234,25 @@ pub struct Rows {
     pub host_batches: Vec<Vec<u32>>,
     pub out: CudaSlice<f32>,
     pub staging: Vec<f32>,
+    /// Floats per row.
+    pub row_len: usize,
 }
 
 /// One batch of the row gather in `mode`.
 pub fn rows_batch(p: &mut Places, rows: &mut Rows, mode: Mode, b: usize) -> Res<f64> {
     let cfg = LaunchConfig::new((p.sms * 8, 1, 1), (BLOCK, 1, 1));
-    let (ids, out) = (&rows.batches[b], &mut rows.out);
+    let (ids, out, len) = (&rows.batches[b], &mut rows.out, rows.row_len as u32);
+    // Rows in the managed copy's units (vectors of DIM floats).
+    let per_row = rows.row_len / DIM;
     let stream = p.stream().clone();
     if mode == Mode::HostCopy {
         let t = Instant::now();
-        host_gather(p.cache.data(), &rows.host_batches[b], &mut rows.staging);
+        host_gather(
+            p.cache.data(),
+            &rows.host_batches[b],
+            rows.row_len,
+            &mut rows.staging,
+        );
         stream.memcpy_htod(&rows.staging, out)?;
         stream.synchronize()?;
         return Ok(t.elapsed().as_secs_f64() * 1e3);
@@ -249,19 +261,21 @@ pub fn rows_batch(p: &mut Places, rows: &mut Rows, mode: Mode, b: usize) -> Res<
         Mode::UvmPrefetch => p.managed_rows(
             rows.host_batches[b]
                 .iter()
-                .map(|&r| (r as usize, r as usize + 1)),
+                .map(|&r| (r as usize * per_row, (r as usize + 1) * per_row)),
         )?,
         _ => Vec::new(),
     };
     let (_, ms) = time_on_stream(&stream, || match mode {
         Mode::Resident => {
-            gather_rows_device::launch(&stream, cfg, p.device.as_ref().unwrap(), ids, out)
+            gather_rows_device::launch(&stream, cfg, p.device.as_ref().unwrap(), ids, len, out)
         }
-        Mode::Cache => gather_rows::launch(&stream, cfg, p.cache.view(), ids, out),
-        Mode::ZeroCopy => gather_rows_zero_copy::launch(&stream, cfg, p.cache.view(), ids, out),
+        Mode::Cache => gather_rows::launch(&stream, cfg, p.cache.view(), ids, len, out),
+        Mode::ZeroCopy => {
+            gather_rows_zero_copy::launch(&stream, cfg, p.cache.view(), ids, len, out)
+        }
         Mode::UvmFaults | Mode::UvmPrefetch => {
             p.prefetch_to_gpu(&ranges, &stream)?;
-            gather_rows_device::launch(&stream, cfg, p.managed(), ids, out)
+            gather_rows_device::launch(&stream, cfg, p.managed(), ids, len, out)
         }
         Mode::HostCopy | Mode::CachePrefetch => Err(not_for(mode, "the row gather")),
     })?;
@@ -276,15 +290,16 @@ fn not_for(mode: Mode, workload: &str) -> lookahead::Error {
     }
 }
 
-/// The host-driven baseline's gather: the batch's rows into `staging`, in parallel.
-fn host_gather(table: &[f32], ids: &[u32], staging: &mut [f32]) {
+/// The host-driven baseline's gather: the batch's rows (of `len` floats) into `staging`, in
+/// parallel.
+fn host_gather(table: &[f32], ids: &[u32], len: usize, staging: &mut [f32]) {
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
     let per = ids.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
-        for (ids, out) in ids.chunks(per).zip(staging.chunks_mut(per * DIM)) {
+        for (ids, out) in ids.chunks(per).zip(staging.chunks_mut(per * len)) {
             s.spawn(move || {
-                for (r, o) in ids.iter().zip(out.chunks_mut(DIM)) {
-                    o.copy_from_slice(&table[*r as usize * DIM..][..DIM]);
+                for (r, o) in ids.iter().zip(out.chunks_mut(len)) {
+                    o.copy_from_slice(&table[*r as usize * len..][..len]);
                 }
             });
         }
@@ -346,4 +361,38 @@ pub fn scans_batch(p: &mut Places, s: &mut Scans, mode: Mode, b: usize) -> Res<f
         Mode::HostCopy => Err(not_for(mode, "the list scan")),
     })?;
     Ok(ms)
+}
+
+/// GB/s of copying pages at random places of the data from host memory into device memory
+/// with [`copy_pages`] (the cache's miss copy without its table), at the cache's page size:
+/// what the interconnect gives the cache's misses. Each of 5 timed runs (after an untimed
+/// one) copies its own 64 MiB of distinct pages (when the data has that many), so none is
+/// read from the L2 (50 MiB).
+pub fn random_page_gbps(p: &Places, seed: u64) -> Res<f64> {
+    let page = p.cache.config().page_bytes;
+    let pages = p.cache.pages();
+    let per_run = ((64usize << 20) / page).clamp(1, pages);
+    let sets = 6.min(pages / per_run).max(1);
+    let picks = rand::seq::index::sample(&mut StdRng::seed_from_u64(seed), pages, per_run * sets);
+    let picks: Vec<u32> = picks.into_iter().map(|i| i as u32).collect();
+    let stream = p.stream().clone();
+    let sets = (picks.chunks(per_run))
+        .map(|c| stream.clone_htod(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut scratch = stream.alloc_zeros::<f32>(per_run * page / 4)?;
+    let cfg = LaunchConfig::new((p.sms * 8, 1, 1), (BLOCK, 1, 1));
+    let mut ms = Vec::new();
+    // The last set warms up; the others are timed (all of them again if there is one).
+    for k in 0..6 {
+        let ids = &sets[(k + sets.len() - 1) % sets.len()];
+        let view = p.cache.view();
+        let (_, t) = time_on_stream(&stream, || {
+            copy_pages::launch(&stream, cfg, view, ids, &mut scratch)
+        })?;
+        if k > 0 {
+            ms.push(t);
+        }
+    }
+    let median = Summary::of(&ms).ok_or("no timings")?.median;
+    Ok((per_run * page) as f64 / median / 1e6)
 }

@@ -50,7 +50,8 @@ fn steady_stats(run: &ModeRun) -> CacheStats {
 }
 
 /// The cache's numbers the targets are about, as lines.
-fn targets(meta: &Meta, runs: &[ModeRun]) -> String {
+fn targets(meta: &Meta, page: usize, m: &crate::Measured) -> String {
+    let runs = &m.runs;
     let Some(cache) = find(runs, Mode::Cache) else {
         return String::new();
     };
@@ -64,6 +65,11 @@ fn targets(meta: &Meta, runs: &[ModeRun]) -> String {
         cold_gbps,
         100.0 * cold_gbps / meta.pinned_gbps,
         meta.pinned_gbps
+    );
+    t += &format!(
+        "- the same cold batch against copying {page}-byte pages from random places of the host memory with no cache ({:.1} GB/s in this run, 64 MiB of distinct pages a timing): {:.0}%\n",
+        m.random_page_gbps,
+        100.0 * cold_gbps / m.random_page_gbps
     );
     let st = steady_stats(cache);
     let n = steady(cache).len() as f64;
@@ -184,7 +190,7 @@ pub fn tables(meta: &Meta, workloads: &[Workload]) -> String {
             "\n## {name} (cache pages of {} KiB)\n\n{}\n{}\nThe cache by page size:\n\n{}",
             *page as f64 / 1024.0,
             table(&m.runs),
-            targets(meta, &m.runs),
+            targets(meta, *page, m),
             sweep_table(*page, m)
         );
     }

@@ -5,12 +5,13 @@
 //!
 //! | kernel | reads | what it computes |
 //! | --- | --- | --- |
-//! | [`gather_rows`] | the cache | `out[r] = table[rows[r]]`, rows of [`DIM`] floats, one warp per row |
+//! | [`gather_rows`] | the cache | `out[r] = table[rows[r]]`, rows of `row_len` floats, one warp per row |
 //! | [`gather_rows_zero_copy`] | host memory over the interconnect, no cache | the same |
 //! | [`gather_rows_device`] | a device (or managed) copy of the table | the same |
 //! | [`scan_lists`] | the cache | per (query, list) pair: the smallest squared distance from the query to the list's vectors, one block per pair |
 //! | [`scan_lists_prefetched`] | the cache, `#[prefetch_next(cache = ..)]` two pages ahead | the same |
 //! | [`scan_lists_zero_copy`] / [`scan_lists_device`] | host memory / a device copy | the same |
+//! | [`copy_pages`] | host memory, no cache | whole pages at given places into a device buffer: the interconnect's rate for the cache's misses |
 //! | [`gather`] | the cache | `out[i] = data[idx[i]]`, element by element |
 //! | [`stress`] | the cache | each warp reads random pages and counts elements that are not what the page holds |
 //!
@@ -27,9 +28,11 @@ include!(concat!(env!("OUT_DIR"), "/host_cache_kernels_ptx.rs"));
 
 use lookahead_device::cache::HostCached;
 use lookahead_device::prelude::*;
+use lookahead_device::uvm::pull::copy_words;
 use lookahead_device::{warp, DeviceCopy};
 
-/// Floats per row (gather) and per vector (list scan): a warp's 32 lanes take 4 each.
+/// Floats per vector (list scan; a warp's 32 lanes take 4 each) and per row of the tests'
+/// gathers.
 pub const DIM: usize = 128;
 
 /// Threads per block every kernel here is launched with.
@@ -42,48 +45,86 @@ fn warp_in_grid() -> (usize, usize) {
     ((global_index_x() / 32) as usize, warps)
 }
 
-/// Row `row` of the table into `out[r]`: lane `l` copies floats `4l..4l+4`.
+/// `part` (the elements of a row from `offset` on) into `out_row`, the lanes taking every
+/// 32nd element, four loads in flight before their stores.
 #[inline(always)]
-fn put_row(out: &mut [f32], r: usize, first: usize, part: &[f32], row_start: usize) {
-    let lane = lane_id() as usize;
-    let mut k = lane;
+fn put_row(out_row: &mut [f32], offset: usize, part: &[f32]) {
+    let mut k = lane_id() as usize;
+    while k + 96 < part.len() {
+        let (a, b, c, d) = (part[k], part[k + 32], part[k + 64], part[k + 96]);
+        let o = &mut out_row[offset + k..offset + k + 97];
+        (o[0], o[32], o[64], o[96]) = (a, b, c, d);
+        k += 128;
+    }
     while k < part.len() {
-        out[r * DIM + (first - row_start) + k] = part[k];
+        out_row[offset + k] = part[k];
         k += 32;
     }
 }
 
-/// `out[r * DIM..][..DIM] = table row rows[r]`, one warp per row, through the cache.
+/// Row `r` of `out` (rows of `len` floats).
+#[inline(always)]
+fn out_row(out: &mut [f32], r: usize, len: usize) -> &mut [f32] {
+    &mut out[r * len..(r + 1) * len]
+}
+
+/// `out[r]` = row `rows[r]` of the table, rows of `row_len` floats, one warp per row,
+/// through the cache.
 #[kernel(min_len(out = 1))]
-pub fn gather_rows(table: HostCached<f32>, rows: &[u32], out: &mut [f32]) {
+pub fn gather_rows(table: HostCached<f32>, rows: &[u32], row_len: u32, out: &mut [f32]) {
     let (first, warps) = warp_in_grid();
+    let len = row_len as usize;
     for r in (first..rows.len()).step_by(warps) {
-        let start = rows[r] as usize * DIM;
-        table.for_range(start..start + DIM, |at, part| {
-            put_row(out, r, at, part, start)
-        });
+        let start = rows[r] as usize * len;
+        let o = out_row(out, r, len);
+        table.for_range(start..start + len, |at, part| put_row(o, at - start, part));
     }
 }
 
 /// [`gather_rows`] reading host memory directly (zero-copy): every row crosses the
 /// interconnect each time it is read.
 #[kernel(min_len(out = 1))]
-pub fn gather_rows_zero_copy(table: HostCached<f32>, rows: &[u32], out: &mut [f32]) {
+pub fn gather_rows_zero_copy(table: HostCached<f32>, rows: &[u32], row_len: u32, out: &mut [f32]) {
     let (first, warps) = warp_in_grid();
-    let host = table.uncached();
+    let (host, len) = (table.uncached(), row_len as usize);
     for r in (first..rows.len()).step_by(warps) {
-        let start = rows[r] as usize * DIM;
-        put_row(out, r, start, &host[start..start + DIM], start);
+        let start = rows[r] as usize * len;
+        put_row(out_row(out, r, len), 0, &host[start..start + len]);
     }
 }
 
 /// [`gather_rows`] from a table in device (or managed) memory.
 #[kernel(min_len(out = 1))]
-pub fn gather_rows_device(table: &[f32], rows: &[u32], out: &mut [f32]) {
+pub fn gather_rows_device(table: &[f32], rows: &[u32], row_len: u32, out: &mut [f32]) {
     let (first, warps) = warp_in_grid();
+    let len = row_len as usize;
     for r in (first..rows.len()).step_by(warps) {
-        let start = rows[r] as usize * DIM;
-        put_row(out, r, start, &table[start..start + DIM], start);
+        let start = rows[r] as usize * len;
+        put_row(out_row(out, r, len), 0, &table[start..start + len]);
+    }
+}
+
+/// Copies whole pages `pages[i]` of the data from host memory into `scratch[i]` (pages of
+/// [`HostCached::page_elems`]), a warp per page, as a cache miss copies (the same loads) but
+/// with no table: the rate of the interconnect for reads of a page at random places, the
+/// ceiling of the cache's misses.
+#[kernel(min_len(scratch = 1))]
+pub fn copy_pages(data: HostCached<f32>, pages: &[u32], scratch: &mut [f32]) {
+    let (first, warps) = warp_in_grid();
+    let (host, pe) = (data.uncached(), data.page_elems());
+    for i in (first..pages.len()).step_by(warps) {
+        let start = pages[i] as usize * pe;
+        let src = &host[start..(start + pe).min(host.len())];
+        let dst = &mut scratch[i * pe..i * pe + src.len()];
+        // SAFETY: `src` and `dst` are slices of `src.len()` floats, and `dst` (scratch page
+        // `i`) is this warp's alone.
+        unsafe {
+            copy_words(
+                src.as_ptr() as *const u32,
+                dst.as_mut_ptr() as *mut u32,
+                src.len(),
+            )
+        };
     }
 }
 

@@ -106,9 +106,10 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
         vec![f32::NAN; rows.len() * DIM],
         vec![f32::NAN; rows.len() * DIM],
     ];
-    gather_rows::launch(&emu, c, cache.view(), &rows, &mut got[0]).unwrap();
-    gather_rows_zero_copy::launch(&emu, c, cache.view(), &rows, &mut got[1]).unwrap();
-    gather_rows_device::launch(&emu, c, &table, &rows, &mut got[2]).unwrap();
+    let len = DIM as u32;
+    gather_rows::launch(&emu, c, cache.view(), &rows, len, &mut got[0]).unwrap();
+    gather_rows_zero_copy::launch(&emu, c, cache.view(), &rows, len, &mut got[1]).unwrap();
+    gather_rows_device::launch(&emu, c, &table, &rows, len, &mut got[2]).unwrap();
     let want: Vec<f32> = rows
         .iter()
         .flat_map(|&r| table[r as usize * DIM..][..DIM].to_vec())
@@ -116,6 +117,25 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
     for g in &got {
         assert_eq!(g, &want);
     }
+    // Whole pages (of 256 floats, the last one short) into scratch pages, no cache state.
+    let before = cache.stats().unwrap();
+    let picks = vec![4u32, 0, 19];
+    let mut scratch = vec![f32::NAN; picks.len() * 256];
+    copy_pages::launch(&emu, c, cache.view(), &picks, &mut scratch).unwrap();
+    for (i, &pg) in picks.iter().enumerate() {
+        let src = &table[pg as usize * 256..(pg as usize * 256 + 256).min(table.len())];
+        assert_eq!(&scratch[i * 256..i * 256 + src.len()], src, "page {pg}");
+    }
+    assert_eq!(cache.stats().unwrap(), before);
+    // Rows of 160 floats: some cross pages (of 256 floats).
+    let long_rows = randoms(8, 50, table.len() / 160);
+    let mut long = vec![f32::NAN; long_rows.len() * 160];
+    gather_rows::launch(&emu, c, cache.view(), &long_rows, 160, &mut long).unwrap();
+    let want_long: Vec<f32> = long_rows
+        .iter()
+        .flat_map(|&r| table[r as usize * 160..][..160].to_vec())
+        .collect();
+    assert_eq!(long, want_long);
 
     let list_off: Vec<u32> = vec![0, 5, 5, 17, 30, rows_n as u32];
     let queries = floats(5, 3 * DIM);
@@ -183,6 +203,7 @@ fn stress_on_the_emulator_reads_only_what_each_page_holds() {
 fn every_kernel_is_an_entry_of_the_ptx() {
     for (arch, ptx) in PTX {
         for k in [
+            "copy_pages",
             "gather_rows",
             "gather_rows_zero_copy",
             "gather_rows_device",
@@ -286,9 +307,10 @@ fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
         .map(|_| s.clone_htod(&vec![f32::NAN; rows.len() * DIM]).unwrap())
         .collect();
     let c = cfg(264, BLOCK);
-    gather_rows::launch(&gpu, c, cache.view(), &d_rows, &mut outs[0]).unwrap();
-    gather_rows_zero_copy::launch(&gpu, c, cache.view(), &d_rows, &mut outs[1]).unwrap();
-    gather_rows_device::launch(&gpu, c, &d_table, &d_rows, &mut outs[2]).unwrap();
+    let len = DIM as u32;
+    gather_rows::launch(&gpu, c, cache.view(), &d_rows, len, &mut outs[0]).unwrap();
+    gather_rows_zero_copy::launch(&gpu, c, cache.view(), &d_rows, len, &mut outs[1]).unwrap();
+    gather_rows_device::launch(&gpu, c, &d_table, &d_rows, len, &mut outs[2]).unwrap();
     gpu.synchronize().unwrap();
     let want = s.clone_dtoh(&outs[2]).unwrap();
     assert_eq!(want[..DIM], table[rows[0] as usize * DIM..][..DIM]);
@@ -356,7 +378,16 @@ fn small_case_for_the_sanitizer() {
     let rows = randoms(23, 300, data.len() / DIM);
     let d_rows = s.clone_htod(&rows).unwrap();
     let mut out_rows = s.clone_htod(&vec![0f32; rows.len() * DIM]).unwrap();
-    gather_rows::launch(&gpu, cfg(8, BLOCK), cache.view(), &d_rows, &mut out_rows).unwrap();
+    let len = DIM as u32;
+    gather_rows::launch(
+        &gpu,
+        cfg(8, BLOCK),
+        cache.view(),
+        &d_rows,
+        len,
+        &mut out_rows,
+    )
+    .unwrap();
     let stress_data: Vec<u32> = (0..64 * 1024).map(stress_value).collect();
     let stress_cache = HostCache::new(&gpu, &stress_data, CacheConfig::new(4096, 4)).unwrap();
     let mut errors = s.clone_htod(&[0u32]).unwrap();
