@@ -2,7 +2,7 @@
 //! (`lookahead-cache`), against the other ways of reaching it, in one run:
 //!
 //! - **row gather** (an embedding or GNN feature gather): batches of rows drawn with Zipf
-//!   popularity from a table of 512-byte rows;
+//!   popularity from a table of 4 KiB rows (`--row-floats`);
 //! - **IVF list scan**: batches of queries, each probing lists drawn with Zipf popularity
 //!   (cluster popularity), the smallest distance per (query, list).
 //!
