@@ -84,7 +84,75 @@ pub enum CacheError {
 /// What this crate returns.
 pub type Result<T> = std::result::Result<T, CacheError>;
 
-/// The cache's shape: page size and slot count.
+/// Which slot a miss takes when every slot holds a page: the hand goes round the slots, and
+/// takes the first unpinned one its policy lets go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Eviction {
+    /// The next slot the hand reaches, used or not: first in, first out.
+    Fifo,
+    /// CLOCK: a slot used since the hand last passed gets a second chance.
+    #[default]
+    Clock,
+    /// CLOCK with a count of uses up to `max` (1 to [`Eviction::MAX_USES`]): each use adds
+    /// one, each pass of the hand takes one, so a page used often survives several passes
+    /// (an approximation of least-frequently-used that still ages).
+    CountedClock {
+        /// The most uses a slot keeps.
+        max: u32,
+    },
+}
+
+impl Eviction {
+    /// The largest [`Eviction::CountedClock`] count.
+    pub const MAX_USES: u32 = 255;
+
+    /// The most uses a slot's count keeps under this policy (the device's `max_uses`).
+    pub fn max_uses(self) -> u32 {
+        match self {
+            Eviction::Fifo => 0,
+            Eviction::Clock => 1,
+            Eviction::CountedClock { max } => max,
+        }
+    }
+}
+
+impl std::fmt::Display for Eviction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Eviction::Fifo => write!(f, "fifo"),
+            Eviction::Clock => write!(f, "clock"),
+            Eviction::CountedClock { max } => write!(f, "counted:{max}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Eviction {
+    type Err = String;
+
+    /// `fifo`, `clock` or `counted:N` (N from 1 to [`Eviction::MAX_USES`]).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let bad = || {
+            format!(
+                "eviction policy `{s}`: write fifo, clock or counted:N (N from 1 to {})",
+                Eviction::MAX_USES
+            )
+        };
+        match s {
+            "fifo" => Ok(Eviction::Fifo),
+            "clock" => Ok(Eviction::Clock),
+            _ => {
+                let n = s.strip_prefix("counted:").ok_or_else(bad)?;
+                let max = n.parse::<u32>().map_err(|_| bad())?;
+                match (1..=Eviction::MAX_USES).contains(&max) {
+                    true => Ok(Eviction::CountedClock { max }),
+                    false => Err(bad()),
+                }
+            }
+        }
+    }
+}
+
+/// The cache's shape: page size and slot count, and its eviction policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheConfig {
     /// Bytes per page: a power of two, at least 512 (a warp's 16-byte loads).
@@ -93,6 +161,8 @@ pub struct CacheConfig {
     pub slots: u32,
     /// Device memory a GPU cache leaves free for the kernels' other buffers.
     pub reserve_bytes: usize,
+    /// Which slot a miss takes when the cache is full ([`Eviction::Clock`] unless set).
+    pub eviction: Eviction,
 }
 
 impl CacheConfig {
@@ -102,7 +172,13 @@ impl CacheConfig {
             page_bytes,
             slots,
             reserve_bytes: 256 << 20,
+            eviction: Eviction::Clock,
         }
+    }
+
+    /// The same shape with the eviction policy `eviction`.
+    pub fn evicting(self, eviction: Eviction) -> CacheConfig {
+        CacheConfig { eviction, ..self }
     }
 
     /// As many pages of `page_bytes` as fit in `capacity_bytes` (at least one).
@@ -128,6 +204,13 @@ impl CacheConfig {
                 "slots = {} must be from 1 to {}",
                 self.slots,
                 u32::MAX / 4
+            ));
+        }
+        if self.eviction.max_uses() > Eviction::MAX_USES {
+            return bad(format!(
+                "eviction {}: a slot counts at most {} uses",
+                self.eviction,
+                Eviction::MAX_USES
             ));
         }
         let pages = len.div_ceil(self.page_bytes / elem);
@@ -331,6 +414,7 @@ impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
             g.tables as *mut u32,
             g.counters as *mut u64,
             (self.pages, self.config.slots, self.page_shift),
+            self.config.eviction,
         );
         // SAFETY: every part is an allocation of this cache, sized by `alloc`, alive while
         // the view borrows it; the tables started consistent (`initial_tables`).
@@ -395,6 +479,7 @@ impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
             h.tables.as_ptr() as *mut u32,
             h.counters.as_ptr() as *mut u64,
             (self.pages, self.config.slots, self.page_shift),
+            self.config.eviction,
         );
         // SAFETY: as for the GPU view; the tables and slots are interior-mutable host memory.
         CacheView::new(unsafe { HostCached::from_raw_parts(p) })
@@ -518,8 +603,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn eviction_policies_parse_and_print() {
+        for text in ["fifo", "clock", "counted:4"] {
+            assert_eq!(text.parse::<Eviction>().unwrap().to_string(), text);
+        }
+        assert_eq!(Eviction::default(), Eviction::Clock);
+        for bad in ["lru", "counted:0", "counted:256", "counted:x"] {
+            let e = bad.parse::<Eviction>().unwrap_err();
+            assert!(e.contains("fifo, clock or counted:N"), "{e}");
+        }
+    }
+
+    #[test]
     fn configurations_are_checked_with_a_reason() {
         let e = |c: CacheConfig| c.page_layout::<f32>(1 << 20).unwrap_err().to_string();
+        let many = CacheConfig::new(512, 4).evicting(Eviction::CountedClock { max: 300 });
+        assert!(e(many).contains("at most 255 uses"));
         assert!(e(CacheConfig::new(1000, 4)).contains("power of two"));
         assert!(e(CacheConfig::new(256, 4)).contains("at least 512"));
         assert!(e(CacheConfig::new(4096, 0)).contains("slots = 0"));

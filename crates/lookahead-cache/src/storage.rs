@@ -224,6 +224,7 @@ pub(crate) fn parts<T>(
     tables: *mut u32,
     counters: *mut u64,
     (pages, slots, page_shift): (usize, u32, u32),
+    eviction: crate::Eviction,
 ) -> CacheParts<T> {
     let s = slots as usize;
     // Pointer arithmetic inside the tables' allocation of `table_words(pages, slots)`.
@@ -240,5 +241,6 @@ pub(crate) fn parts<T>(
         counters: counters as *mut lookahead_device::cache::CacheCounters,
         page_shift,
         slots,
+        max_uses: eviction.max_uses(),
     }
 }

@@ -16,7 +16,7 @@
 //! | `page_slot` | page | [`ABSENT`], [`LOADING`] (claimed by a warp that is filling it), or the slot |
 //! | `slot_page` | slot | the page it holds, or [`ABSENT`] (never filled) |
 //! | `slot_pins` | slot | warps using it; [`LOCKED`] added while a warp refills it |
-//! | `slot_used` | slot | the CLOCK reference bit |
+//! | `slot_used` | slot | the CLOCK count: uses since the hand last passed, up to `max_uses` |
 //!
 //! Why it is safe to read a slot while pinned: a victim is taken only by a CAS of its pins
 //! from 0 to [`LOCKED`]; a warp pins by adding 1 and, if the old value had [`LOCKED`], backs
@@ -79,7 +79,7 @@ pub struct CacheParts<T> {
     pub slot_page: *mut u32,
     /// Per slot: pins, plus [`LOCKED`] while refilled.
     pub slot_pins: *mut u32,
-    /// Per slot: the CLOCK reference bit.
+    /// Per slot: the CLOCK count.
     pub slot_used: *mut u32,
     /// The CLOCK hand (one `u32`).
     pub hand: *mut u32,
@@ -89,6 +89,11 @@ pub struct CacheParts<T> {
     pub page_shift: u32,
     /// Slots in the cache (at least 1).
     pub slots: u32,
+    /// The most uses a slot's CLOCK count keeps: 0 evicts in the order slots were filled
+    /// (FIFO), 1 is CLOCK (a slot used since the hand last passed gets a second chance), `n`
+    /// counts up to `n` uses, each pass of the hand taking one (a page used often survives
+    /// several passes).
+    pub max_uses: u32,
 }
 
 /// A kernel's view of a cached host array of `T`: pass it by value (it is `DeviceCopy`),
@@ -108,6 +113,9 @@ pub struct HostCached<T> {
     len: u64,
     page_shift: u32,
     slots: u32,
+    max_uses: u32,
+    // Keeps the struct free of padding (a multiple of its 8-byte alignment).
+    _reserved: u32,
 }
 
 impl<T> Clone for HostCached<T> {
@@ -117,8 +125,8 @@ impl<T> Clone for HostCached<T> {
 }
 impl<T> Copy for HostCached<T> {}
 
-// SAFETY: `#[repr(C)]` of pointers and integers, 8-byte fields then two u32: no padding; the
-// same layout on the host and the GPU.
+// SAFETY: `#[repr(C)]` of pointers and integers, 8-byte fields then four u32: no padding;
+// the same layout on the host and the GPU.
 unsafe impl<T: 'static> crate::DeviceCopy for HostCached<T> {}
 // SAFETY: as above.
 unsafe impl<T: 'static> crate::KernelParam for HostCached<T> {}
@@ -160,6 +168,8 @@ impl<T: Copy> HostCached<T> {
             len: parts.len as u64,
             page_shift: parts.page_shift,
             slots: parts.slots.max(1),
+            max_uses: parts.max_uses,
+            _reserved: 0,
         }
     }
 
@@ -340,15 +350,27 @@ impl<T: Copy> HostCached<T> {
             fence_gpu();
             let ok =
                 old & LOCKED == 0 && load_relaxed_gpu(self.slot_page.add(slot as usize)) == page;
-            let used = self.slot_used.add(slot as usize);
-            if ok && load_relaxed_gpu(used) == 0 {
-                u32::atomic_exchange_ptr(used, 1);
-            } else if !ok {
+            if ok {
+                self.count_use(slot);
+            } else {
                 u32::atomic_add_ptr(pins, u32::MAX); // minus one
             }
             ok as u32
         });
         held == 1
+    }
+
+    /// Lane 0: one more use of `slot` in its CLOCK count, up to `max_uses`.
+    ///
+    /// # Safety
+    /// `slot` is below `slots`.
+    unsafe fn count_use(&self, slot: u32) {
+        let used = self.slot_used.add(slot as usize);
+        let uses = load_relaxed_gpu(used);
+        if uses < self.max_uses {
+            // A lost race counts one use less: the count is a hint, not a tally.
+            u32::atomic_cas_ptr(used, uses, uses + 1);
+        }
     }
 
     /// Loads `page` (claimed: `page_slot[page] == LOADING`) into a victim slot; returns the
@@ -379,7 +401,7 @@ impl<T: Copy> HostCached<T> {
         warp::sync();
         on_lane0(|| unsafe {
             u32::atomic_add_ptr(self.slot_pins.add(slot as usize), 1u32.wrapping_sub(LOCKED));
-            u32::atomic_exchange_ptr(self.slot_used.add(slot as usize), 1);
+            u32::atomic_exchange_ptr(self.slot_used.add(slot as usize), self.max_uses.min(1));
             fence_gpu();
             u32::atomic_exchange_ptr(self.page_slot.add(page as usize), slot);
             trace(Event::Miss, page, slot, self);
@@ -408,8 +430,11 @@ impl<T: Copy> HostCached<T> {
                 let slot = on_lane0(|| unsafe {
                     let v = u32::atomic_add_ptr(self.hand, 1) % self.slots;
                     let used = self.slot_used.add(v as usize);
-                    if u32::atomic_exchange_ptr(used, 0) != 0 {
-                        return ABSENT; // a second chance
+                    let uses = load_relaxed_gpu(used);
+                    if uses != 0 {
+                        // A pass of the hand takes one use (a lost race: another chance).
+                        u32::atomic_cas_ptr(used, uses, uses - 1);
+                        return ABSENT;
                     }
                     match u32::atomic_cas_ptr(self.slot_pins.add(v as usize), 0, LOCKED) {
                         0 => v,

@@ -27,7 +27,7 @@ use lookahead::{Gpu, ManagedBuffer};
 use lookahead_bench::args::{at_least, float_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
-use lookahead_cache::{CacheConfig, HostCache};
+use lookahead_cache::{CacheConfig, Eviction, HostCache};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -66,6 +66,13 @@ struct Args {
     /// row to 64 KiB for the row gather, those from 16 KiB for the list scan.
     #[arg(long, value_delimiter = ',', default_values_t = [4096usize, 65536, 16384, 262144])]
     sweep: Vec<usize>,
+    /// The cache's eviction policy: fifo, clock or counted:N (CLOCK counting up to N uses).
+    #[arg(long, default_value = "clock")]
+    eviction: Eviction,
+    /// The cache again with these eviction policies, at each workload's page size
+    /// (comma-separated; none: an empty list).
+    #[arg(long, value_delimiter = ',', default_values = ["fifo", "counted:4"])]
+    eviction_sweep: Vec<Eviction>,
     /// Batches per workload and mode.
     #[arg(long, default_value_t = 30, value_parser = at_least(2usize))]
     batches: usize,
@@ -156,9 +163,10 @@ fn start(args: &Args) -> Res<bool> {
         seed,
         data_bytes: places.cache.len() * 4,
         cache_bytes: args.cache_mib << 20,
+        eviction: args.eviction,
         args: format!(
-            "{} batches, Zipf {}, {} rows of {} bytes per gather batch, {} lists, {} queries x {} probes per scan batch",
-            args.batches, args.zipf, args.batch_rows, args.row_floats * 4, args.lists, args.queries, args.nprobe
+            "{} batches, Zipf {}, {} rows of {} bytes per gather batch, {} lists, {} queries x {} probes per scan batch, {} eviction",
+            args.batches, args.zipf, args.batch_rows, args.row_floats * 4, args.lists, args.queries, args.nprobe, args.eviction
         ),
     };
     let workloads = [
@@ -210,13 +218,15 @@ fn places(gpu: &Gpu, args: &Args) -> Res<Places> {
 
 /// The cache's shape for `page_bytes` pages.
 fn cache_config(args: &Args, page_bytes: usize) -> CacheConfig {
-    CacheConfig::with_capacity(args.cache_mib << 20, page_bytes)
+    CacheConfig::with_capacity(args.cache_mib << 20, page_bytes).evicting(args.eviction)
 }
 
 /// What a workload measured: every mode, and the cache at the sweep's page sizes.
 pub struct Measured {
     pub runs: Vec<ModeRun>,
     pub sweep: Vec<(usize, ModeRun)>,
+    /// The cache at the main page size with the other eviction policies.
+    pub by_eviction: Vec<(Eviction, ModeRun)>,
     /// GB/s of copying pages (the main page size) at random places of the host memory, with
     /// no cache: the ceiling of the cache's misses ([`modes::random_page_gbps`]).
     pub random_page_gbps: f64,
@@ -224,7 +234,8 @@ pub struct Measured {
 
 impl Measured {
     fn all_identical(&self) -> bool {
-        (self.runs.iter().chain(self.sweep.iter().map(|s| &s.1))).all(|r| r.identical)
+        let others = (self.sweep.iter().map(|s| &s.1)).chain(self.by_eviction.iter().map(|e| &e.1));
+        self.runs.iter().chain(others).all(|r| r.identical)
     }
 }
 
@@ -284,9 +295,18 @@ fn measure(
         say(&format!("cache with {bytes}-byte pages"), &run);
         swept.push((bytes, run));
     }
+    let mut by_eviction = Vec::new();
+    for &eviction in args.eviction_sweep.iter().filter(|e| **e != args.eviction) {
+        p.cache
+            .reshape(cache_config(args, page).evicting(eviction))?;
+        let run = run_mode(p, Mode::Cache, args.batches, &mut reference, &mut step)?;
+        say(&format!("cache evicting by {eviction}"), &run);
+        by_eviction.push((eviction, run));
+    }
     Ok(Measured {
         runs,
         sweep: swept,
+        by_eviction,
         random_page_gbps,
     })
 }
@@ -376,6 +396,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("power of two"), "{e}");
+        let a =
+            try_parse::<Args>(&["--eviction", "counted:8", "--eviction-sweep", "fifo"]).unwrap();
+        assert_eq!(a.eviction, Eviction::CountedClock { max: 8 });
+        assert_eq!(a.eviction_sweep, vec![Eviction::Fifo]);
+        let e = try_parse::<Args>(&["--eviction", "lru"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fifo, clock or counted:N"), "{e}");
         let e = try_parse::<Args>(&["--scan-page-kib", "48"])
             .unwrap_err()
             .to_string();

@@ -6,7 +6,7 @@ use lookahead_bench::output::OutDir;
 use lookahead_bench::plot::{Line, LineChart};
 use lookahead_bench::stats::{median_range, Summary};
 use lookahead_bench::table::Table;
-use lookahead_cache::CacheStats;
+use lookahead_cache::{CacheStats, Eviction};
 
 use crate::modes::{Mode, ModeRun};
 use crate::Res;
@@ -19,6 +19,8 @@ pub struct Meta {
     pub data_bytes: usize,
     pub cache_bytes: usize,
     pub args: String,
+    /// The cache's eviction policy in every run but the eviction sweep's.
+    pub eviction: Eviction,
 }
 
 /// One workload: its name, the cache's page size in its main table, what it measured.
@@ -149,8 +151,33 @@ fn table(runs: &[ModeRun]) -> String {
 
 /// The cache at every page size measured: the main one and the sweep's.
 fn sweep_table(page: usize, m: &crate::Measured) -> String {
+    let main = find(&m.runs, Mode::Cache).map(|r| (page, r));
+    let mut all: Vec<(usize, &ModeRun)> = (main.into_iter())
+        .chain(m.sweep.iter().map(|(b, r)| (*b, r)))
+        .collect();
+    all.sort_by_key(|(b, _)| *b);
+    let rows = all
+        .into_iter()
+        .map(|(b, r)| (format!("{} KiB", b as f64 / 1024.0), r));
+    cache_table("page", rows)
+}
+
+/// The cache at the main page size under each eviction policy measured.
+fn eviction_table(eviction: Eviction, m: &crate::Measured) -> String {
+    let main = find(&m.runs, Mode::Cache).map(|r| (eviction, r));
+    let others = m.by_eviction.iter().map(|(e, r)| (*e, r));
+    cache_table(
+        "eviction",
+        main.into_iter()
+            .chain(others)
+            .map(|(e, r)| (e.to_string(), r)),
+    )
+}
+
+/// One line per cache run, named in the first column (`first` its heading).
+fn cache_table<'a>(first: &str, rows: impl Iterator<Item = (String, &'a ModeRun)>) -> String {
     let mut t = Table::new([
-        "page",
+        first,
         "cold batch ms (median)",
         "steady ms [min, max]",
         "cold GB/s loaded",
@@ -158,16 +185,11 @@ fn sweep_table(page: usize, m: &crate::Measured) -> String {
         "steady MB loaded per batch",
         "same output",
     ]);
-    let main = find(&m.runs, Mode::Cache).map(|r| (page, r));
-    let mut all: Vec<(usize, &ModeRun)> = (main.into_iter())
-        .chain(m.sweep.iter().map(|(b, r)| (*b, r)))
-        .collect();
-    all.sort_by_key(|(b, _)| *b);
-    for (bytes, r) in all {
+    for (name, r) in rows {
         let st = steady_stats(r);
         let (cold_ms, cold) = r.cold_median();
         t.push([
-            format!("{} KiB", bytes as f64 / 1024.0),
+            name,
             format!("{cold_ms:.3}"),
             median_range(&steady_summary(r), 1.0, 3),
             format!("{:.1}", cold.gb_per_s(cold_ms / 1e3)),
@@ -193,6 +215,13 @@ pub fn tables(meta: &Meta, workloads: &[Workload]) -> String {
             targets(meta, *page, m),
             sweep_table(*page, m)
         );
+        if !m.by_eviction.is_empty() {
+            md += &format!(
+                "\nThe cache by eviction policy (pages of {} KiB):\n\n{}",
+                *page as f64 / 1024.0,
+                eviction_table(meta.eviction, m)
+            );
+        }
     }
     md
 }
@@ -203,6 +232,7 @@ fn csv(meta: &Meta, workloads: &[Workload]) -> Res<String> {
         "workload",
         "mode",
         "page_bytes",
+        "eviction",
         "batch",
         "ms",
         "hits",
@@ -219,8 +249,11 @@ fn csv(meta: &Meta, workloads: &[Workload]) -> Res<String> {
         None => ("-".into(), "-".into()),
     };
     for (name, page, m) in workloads {
-        let runs = (m.runs.iter().map(|r| (*page, r))).chain(m.sweep.iter().map(|(b, r)| (*b, r)));
-        for (bytes, r) in runs {
+        let main = (m.runs.iter().map(|r| (*page, meta.eviction, r)))
+            .chain(m.sweep.iter().map(|(b, r)| (*b, meta.eviction, r)));
+        let runs = main.chain(m.by_eviction.iter().map(|(e, r)| (*page, *e, r)));
+        for (bytes, eviction, r) in runs {
+            let cache = r.mode.uses_cache();
             for (b, ms) in r.ms.iter().enumerate() {
                 let s = r.stats.get(b).copied().unwrap_or_default();
                 t.push([
@@ -228,6 +261,11 @@ fn csv(meta: &Meta, workloads: &[Workload]) -> Res<String> {
                     r.mode.name().to_string(),
                     (if r.mode == Mode::Cache {
                         bytes.to_string()
+                    } else {
+                        "-".into()
+                    }),
+                    (if cache {
+                        eviction.to_string()
                     } else {
                         "-".into()
                     }),

@@ -9,7 +9,7 @@ use std::{format, vec};
 
 use lookahead::emu::{Emulator, Instruction};
 use lookahead::launch::{HostMemory, LaunchConfig};
-use lookahead_cache::{CacheConfig, HostCache};
+use lookahead_cache::{CacheConfig, Eviction, HostCache};
 
 use super::*;
 
@@ -88,6 +88,38 @@ fn gather_on_the_emulator_matches_the_cpu_and_counts_every_acquire() {
     let resident = cache.resident().unwrap();
     assert_eq!(resident.len(), 4);
     assert!(resident.iter().all(Option::is_some));
+}
+
+/// One warp reading pages 0, 0, 0, 1, 2, 0, 1 through 2 slots: FIFO and CLOCK miss 5
+/// times, a count of uses keeps the thrice-used page 0 and misses 4.
+#[test]
+fn eviction_policies_choose_their_victims() {
+    let data = floats(9, 3 * 128);
+    let pages = [0usize, 0, 0, 1, 2, 0, 1];
+    let idx: Vec<u32> = pages
+        .iter()
+        .flat_map(|&p| [p as u32 * 128 + 5; 32])
+        .collect();
+    let want: Vec<f32> = idx.iter().map(|&i| data[i as usize]).collect();
+    let cases = [
+        (Eviction::Fifo, 5, [Some(1), Some(0)]),
+        (Eviction::Clock, 5, [Some(1), Some(0)]),
+        (Eviction::CountedClock { max: 4 }, 4, [Some(0), Some(1)]),
+    ];
+    for (eviction, misses, resident) in cases {
+        let config = CacheConfig::new(512, 2).evicting(eviction);
+        let cache = HostCache::<f32, HostMemory>::on_emulator(&data, config).unwrap();
+        let mut out = vec![f32::NAN; idx.len()];
+        gather::launch(&Emulator::new(), cfg(1, 32), cache.view(), &idx, &mut out).unwrap();
+        assert_eq!(out, want, "{eviction}");
+        let s = cache.stats().unwrap();
+        assert_eq!(
+            (s.misses, s.evictions),
+            (misses, misses - 2),
+            "{eviction}: {s:?}"
+        );
+        assert_eq!(cache.resident().unwrap(), resident, "{eviction}");
+    }
 }
 
 /// Rows and list scans through the cache, zero-copy and from "device" memory agree.
