@@ -53,12 +53,7 @@ static double median(std::vector<double> v) {
 }
 
 int main() {
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    int driver = 0;
-    CK(cudaDriverGetVersion(&driver));
-    printf("device %s, driver CUDA %d.%d, %d SMs\n", prop.name, driver / 1000, driver % 1000 / 10,
-           prop.multiProcessorCount);
+    cudaDeviceProp prop = print_device();
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     const size_t bytes = size_t(4) << 30, read = size_t(64) << 20;

@@ -239,8 +239,8 @@ impl Measured {
     }
 }
 
-/// The modes that can run, the reference first: the host-driven copy for the row gather,
-/// the cache with `#[prefetch_next(cache = ..)]` for the list scan.
+/// The modes that can run, the reference first (device memory where the data fits, else the
+/// cache); the cache with `#[prefetch_next(cache = ..)]` for the list scan only.
 fn modes(places: &Places, rows: bool) -> Vec<Mode> {
     let all = [
         Mode::Resident,
@@ -252,7 +252,6 @@ fn modes(places: &Places, rows: bool) -> Vec<Mode> {
         Mode::UvmPrefetch,
     ];
     let fits = |m: &Mode| match m {
-        Mode::HostCopy => rows,
         Mode::CachePrefetch => !rows,
         _ => true,
     };
@@ -323,7 +322,7 @@ fn rows_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured>
         batches,
         host_batches,
         out: s.alloc_zeros::<f32>(args.batch_rows * args.row_floats)?,
-        staging: vec![0.0; args.batch_rows * args.row_floats],
+        staging: modes::pinned_staging(&p.gpu, args.batch_rows * args.row_floats)?,
         row_len: args.row_floats,
     };
     let row_bytes = args.row_floats * 4;
@@ -355,12 +354,19 @@ fn scans_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured
             ))
         })
         .collect::<Res<_>>()?;
+    let most = (host_batches.iter())
+        .map(|b| Scans::batch_floats(&host_off, b))
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let mut scans = Scans {
         list_off: s.clone_htod(&host_off)?,
         host_off,
         batches,
         host_batches,
         best: s.alloc_zeros::<u32>(args.queries * args.nprobe)?,
+        staging: modes::pinned_staging(&p.gpu, most)?,
+        staged: s.alloc_zeros::<f32>(most)?,
     };
     let sweep: Vec<usize> = args.sweep.iter().copied().filter(|b| *b >= 16384).collect();
     measure(
