@@ -429,7 +429,7 @@ pub fn scans_batch(p: &mut Places, s: &mut Scans, mode: Mode, b: usize) -> Res<f
 }
 
 /// GB/s of copying pages at random places of the data from host memory into device memory
-/// with [`copy_pages`] (the cache's miss copy without its table), at the cache's page size:
+/// with [`copy_pages()`] (the cache's miss copy without its table), at the cache's page size:
 /// what the interconnect gives the cache's misses. Each of 5 timed runs (after an untimed
 /// one) copies its own 64 MiB of distinct pages (when the data has that many), so none is
 /// read from the L2 (50 MiB).
