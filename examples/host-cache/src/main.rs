@@ -42,7 +42,7 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
     about = "Host-memory data through the GPU-driven cache, against zero-copy, host copies, device memory and Unified Memory"
 )]
 struct Args {
-    /// Folder for host_cache.{md,csv,svg}.
+    /// Folder for host_cache.md, host_cache.csv and a plot per workload (host_cache_*.svg).
     #[arg(long, default_value = "results")]
     out: PathBuf,
     /// GiB of data in host memory.
@@ -175,7 +175,10 @@ fn start(args: &Args) -> Res<bool> {
     ];
     report::write(&out, &meta, &workloads)?;
     println!("\n{}", report::tables(&meta, &workloads));
-    println!("wrote {}/host_cache.{{md,csv,svg}}", out.path().display());
+    println!(
+        "wrote {}/host_cache.{{md,csv}} and host_cache_*.svg",
+        out.path().display()
+    );
     Ok(workloads.iter().all(|(_, _, m)| m.all_identical()))
 }
 

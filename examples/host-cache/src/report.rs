@@ -286,9 +286,16 @@ fn csv(meta: &Meta, workloads: &[Workload]) -> Res<String> {
     Ok(t.to_csv()?)
 }
 
-/// Batch times of the first workload, one line per mode.
-fn plot(workloads: &[Workload]) -> Res<String> {
-    let (name, _, m) = &workloads[0];
+/// The file a workload's plot goes to: `host_cache_<its name, in snake case>.svg`.
+fn plot_file(name: &str) -> String {
+    let slug: String = (name.to_lowercase().chars())
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("host_cache_{slug}.svg")
+}
+
+/// A workload's batch times, one line per mode.
+fn plot((name, _, m): &Workload) -> Res<String> {
     let series: Vec<Line> = (m.runs.iter())
         .map(|r| Line {
             label: r.mode.name().to_string(),
@@ -320,9 +327,12 @@ fn plot(workloads: &[Workload]) -> Res<String> {
     .to_svg()?)
 }
 
-/// Writes `host_cache.md`, `host_cache.csv` and `host_cache.svg`.
+/// Writes `host_cache.md`, `host_cache.csv` and a plot per workload.
 pub fn write(out: &OutDir, meta: &Meta, workloads: &[Workload]) -> Res<()> {
-    let mut md = String::from("# Data in host memory through the GPU-driven cache\n\nWritten by `host_cache_bench` (`examples/host-cache`); every batch: [host_cache.csv](host_cache.csv); the row gather's batches: [host_cache.svg](host_cache.svg). Explained in [docs/host-cache.md](../docs/host-cache.md).\n\n");
+    let plots: Vec<String> = (workloads.iter())
+        .map(|(name, _, _)| format!("[{name}]({})", plot_file(name)))
+        .collect();
+    let mut md = format!("# Data in host memory through the GPU-driven cache\n\nWritten by `host_cache_bench` (`examples/host-cache`); every batch: [host_cache.csv](host_cache.csv); each workload's batches: {}. Explained in [docs/host-cache.md](../docs/host-cache.md).\n\n", plots.join(", "));
     md += &meta.header.markdown();
     md += &format!(
         "- data: {:.2} GiB in pinned host memory; cache: {} MiB of device memory\n- pinned host-to-device copy rate, this run: {:.1} GB/s\n- {}; seed {}\n- cold batch: batch 1 from a cold start (empty cache, managed pages on the host), the median of {} cold starts; steady = median of the second half of the batches\n",
@@ -336,6 +346,20 @@ pub fn write(out: &OutDir, meta: &Meta, workloads: &[Workload]) -> Res<()> {
     md += &tables(meta, workloads);
     out.write("host_cache.md", md)?;
     out.write("host_cache.csv", csv(meta, workloads)?)?;
-    out.write("host_cache.svg", plot(workloads)?)?;
+    for w in workloads {
+        out.write(&plot_file(w.0), plot(w)?)?;
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_workload_plots_to_its_own_file() {
+        assert_eq!(super::plot_file("row gather"), "host_cache_row_gather.svg");
+        assert_eq!(
+            super::plot_file("IVF list scan"),
+            "host_cache_ivf_list_scan.svg"
+        );
+    }
 }
