@@ -67,11 +67,11 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = [4096usize, 65536, 16384, 262144])]
     sweep: Vec<usize>,
     /// The cache's eviction policy: fifo, clock or counted:N (CLOCK counting up to N uses).
-    #[arg(long, default_value = "clock")]
+    #[arg(long, default_value = "counted:4")]
     eviction: Eviction,
     /// The cache again with these eviction policies, at each workload's page size
     /// (comma-separated; none: an empty list).
-    #[arg(long, value_delimiter = ',', default_values = ["fifo", "counted:4"])]
+    #[arg(long, value_delimiter = ',', default_values = ["clock", "fifo"])]
     eviction_sweep: Vec<Eviction>,
     /// Batches per workload and mode.
     #[arg(long, default_value_t = 30, value_parser = at_least(2usize))]
