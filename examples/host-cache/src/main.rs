@@ -389,6 +389,12 @@ mod tests {
     use clap::CommandFactory;
     use lookahead_bench::args::try_parse;
 
+    /// The error `args` give, which must name `what`.
+    fn refused(args: &[&str], what: &str) {
+        let e = try_parse::<Args>(args).unwrap_err().to_string();
+        assert!(e.contains(what), "{args:?}: {e}");
+    }
+
     #[test]
     fn arguments_are_checked_before_anything_runs() {
         Args::command().debug_assert();
@@ -397,30 +403,16 @@ mod tests {
         assert_eq!((a.gib, a.scan_page_kib, a.sweep), (0.5, 256, vec![0]));
         let a = try_parse::<Args>(&["--row-floats", "1024"]).unwrap();
         assert_eq!(a.row_page(), 4096, "a page is a row unless told");
-        let e = try_parse::<Args>(&["--row-floats", "1024", "--row-page-bytes", "2048"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("smaller than a row"), "{e}");
-        let e = try_parse::<Args>(&["--row-floats", "384"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("power of two"), "{e}");
         let a =
             try_parse::<Args>(&["--eviction", "counted:8", "--eviction-sweep", "fifo"]).unwrap();
         assert_eq!(a.eviction, Eviction::CountedClock { max: 8 });
         assert_eq!(a.eviction_sweep, vec![Eviction::Fifo]);
-        let e = try_parse::<Args>(&["--eviction", "lru"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("fifo, clock or counted:N"), "{e}");
-        let e = try_parse::<Args>(&["--scan-page-kib", "48"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("power of two"), "{e}");
-        let e = try_parse::<Args>(&["--sweep", "1000"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--sweep 1000"), "{e}");
+        let small_page = ["--row-floats", "1024", "--row-page-bytes", "2048"];
+        refused(&small_page, "smaller than a row");
+        refused(&["--row-floats", "384"], "power of two");
+        refused(&["--eviction", "lru"], "fifo, clock or counted:N");
+        refused(&["--scan-page-kib", "48"], "power of two");
+        refused(&["--sweep", "1000"], "--sweep 1000");
         assert!(try_parse::<Args>(&["--nprobe", "9", "--lists", "8"]).is_err());
         assert!(try_parse::<Args>(&["--batches", "1"]).is_err());
     }
