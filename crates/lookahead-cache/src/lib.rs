@@ -86,7 +86,7 @@ pub type Result<T> = std::result::Result<T, CacheError>;
 
 /// Which slot a miss takes when every slot holds a page: the hand goes round the slots, and
 /// takes the first unpinned one its policy lets go. The default, `CountedClock { max: 4 }`,
-/// loaded 10% fewer bytes than CLOCK and ran 7-9% faster on the Zipf-popular IVF list scan
+/// loaded 10% fewer bytes than CLOCK and ran 7-13% faster on the Zipf-popular IVF list scan
 /// of `host_cache_bench` (H100, driver 580.159.04; `docs/host-cache.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Eviction {

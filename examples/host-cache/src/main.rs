@@ -32,7 +32,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use crate::data::Popularity;
-use crate::modes::{run_mode, Mode, ModeRun, Places, Rows, Scans};
+use crate::modes::{run_mode, Mode, ModeRun, Places, Rows, Scans, Staged};
 use host_cache_kernels::DIM;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -358,7 +358,7 @@ fn scans_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured
         })
         .collect::<Res<_>>()?;
     let most = (host_batches.iter())
-        .map(|b| Scans::batch_floats(&host_off, b))
+        .map(|b| Staged::of(&host_off, b).floats())
         .max()
         .unwrap_or(0)
         .max(1);

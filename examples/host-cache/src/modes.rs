@@ -11,7 +11,7 @@ use host_cache_kernels::{
 };
 use lookahead::launch::LaunchConfig;
 use lookahead::prefetch::{prefetch_range, prefetch_ranges};
-use lookahead::timing::{time_on_stream, Summary};
+use lookahead::timing::{repeat_on_stream, time_on_stream, Summary};
 use lookahead::{ByteRange, Gpu, Location, ManagedBuffer};
 use lookahead_cache::{CacheStats, HostCache};
 
@@ -333,14 +333,39 @@ pub struct Scans {
     pub staged: CudaSlice<f32>,
 }
 
-impl Scans {
-    /// Floats of the distinct lists batch `b` probes.
-    pub fn batch_floats(host_off: &[u32], batch: &ScanBatch) -> usize {
-        let mut lists = batch.pair_list.clone();
-        lists.sort_unstable();
-        lists.dedup();
-        let len = |l: &u32| (host_off[*l as usize + 1] - host_off[*l as usize]) as usize;
-        lists.iter().map(len).sum::<usize>() * DIM
+/// A batch's distinct lists, renumbered in the order the batch first probes them: their
+/// element ranges in the data, their offsets one after another (in vectors), and the batch's
+/// pairs' lists in the new numbering.
+pub struct Staged {
+    pub ranges: Vec<(usize, usize)>,
+    pub offsets: Vec<u32>,
+    pub pair_list: Vec<u32>,
+}
+
+impl Staged {
+    /// `batch`'s lists of the index `host_off` (list `l`: vectors `host_off[l]..host_off[l + 1]`).
+    pub fn of(host_off: &[u32], batch: &ScanBatch) -> Staged {
+        let mut index = vec![u32::MAX; host_off.len() - 1];
+        let mut s = Staged {
+            ranges: Vec::new(),
+            offsets: vec![0],
+            pair_list: Vec::new(),
+        };
+        for &l in &batch.pair_list {
+            if index[l as usize] == u32::MAX {
+                index[l as usize] = s.ranges.len() as u32;
+                let (a, e) = (host_off[l as usize], host_off[l as usize + 1]);
+                s.ranges.push((a as usize * DIM, e as usize * DIM));
+                s.offsets.push(s.offsets[s.offsets.len() - 1] + e - a);
+            }
+            s.pair_list.push(index[l as usize]);
+        }
+        s
+    }
+
+    /// Floats of the staged lists.
+    pub fn floats(&self) -> usize {
+        self.offsets[self.offsets.len() - 1] as usize * DIM
     }
 }
 
@@ -350,23 +375,13 @@ impl Scans {
 fn scans_by_host_copy(p: &Places, s: &mut Scans, b: usize) -> Res<f64> {
     let t = Instant::now();
     let stream = p.stream().clone();
-    let h = &s.host_batches[b];
-    let mut index = vec![u32::MAX; s.host_off.len() - 1];
-    let (mut offsets, mut ranges, mut pair_list) = (vec![0u32], Vec::new(), Vec::new());
-    for &l in &h.pair_list {
-        if index[l as usize] == u32::MAX {
-            index[l as usize] = ranges.len() as u32;
-            let (a, e) = (s.host_off[l as usize], s.host_off[l as usize + 1]);
-            ranges.push((a as usize * DIM, e as usize * DIM));
-            offsets.push(offsets[offsets.len() - 1] + e - a);
-        }
-        pair_list.push(index[l as usize]);
-    }
-    host_gather(p.cache.data(), &ranges, s.staging.as_mut_slice()?);
-    let floats = offsets[offsets.len() - 1] as usize * DIM;
-    let mut staged = s.staged.slice_mut(0..floats.max(1));
-    stream.memcpy_htod(&s.staging.as_slice()?[..floats], &mut staged)?;
-    let (off, lists) = (stream.clone_htod(&offsets)?, stream.clone_htod(&pair_list)?);
+    let staged = Staged::of(&s.host_off, &s.host_batches[b]);
+    host_gather(p.cache.data(), &staged.ranges, s.staging.as_mut_slice()?);
+    let floats = staged.floats();
+    let mut dst = s.staged.slice_mut(0..floats.max(1));
+    stream.memcpy_htod(&s.staging.as_slice()?[..floats], &mut dst)?;
+    let off = stream.clone_htod(&staged.offsets)?;
+    let lists = stream.clone_htod(&staged.pair_list)?;
     let (q, _, pq) = &s.batches[b];
     let pairs = lists.len();
     let mut best = s.best.slice_mut(0..pairs);
@@ -446,18 +461,36 @@ pub fn random_page_gbps(p: &Places, seed: u64) -> Res<f64> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut scratch = stream.alloc_zeros::<f32>(per_run * page / 4)?;
     let cfg = LaunchConfig::new((p.sms * 8, 1, 1), (BLOCK, 1, 1));
-    let mut ms = Vec::new();
     // The last set warms up; the others are timed (all of them again if there is one).
-    for k in 0..6 {
-        let ids = &sets[(k + sets.len() - 1) % sets.len()];
-        let view = p.cache.view();
-        let (_, t) = time_on_stream(&stream, || {
-            copy_pages::launch(&stream, cfg, view, ids, &mut scratch)
-        })?;
-        if k > 0 {
-            ms.push(t);
-        }
-    }
+    let mut k = sets.len() - 1;
+    let ms = repeat_on_stream(&stream, 1, 5, || {
+        let ids = &sets[k % sets.len()];
+        k += 1;
+        copy_pages::launch(&stream, cfg, p.cache.view(), ids, &mut scratch)
+    })?;
     let median = Summary::of(&ms).ok_or("no timings")?.median;
     Ok((per_run * page) as f64 / median / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_stages_each_list_once_in_first_probe_order() {
+        let host_off = [0, 2, 5, 5, 9];
+        let batch = ScanBatch {
+            queries: Vec::new(),
+            pair_list: vec![3, 1, 3, 0, 1],
+            pair_query: vec![0, 0, 1, 1, 1],
+        };
+        let s = Staged::of(&host_off, &batch);
+        assert_eq!(
+            s.ranges,
+            [(5 * DIM, 9 * DIM), (2 * DIM, 5 * DIM), (0, 2 * DIM)]
+        );
+        assert_eq!(s.offsets, [0, 4, 7, 9]);
+        assert_eq!(s.pair_list, [0, 1, 0, 2, 1]);
+        assert_eq!(s.floats(), 9 * DIM);
+    }
 }

@@ -81,27 +81,27 @@ pub fn gather_rows(table: HostCached<f32>, rows: &[u32], row_len: u32, out: &mut
     }
 }
 
+/// The row gather of the baselines, from the table `src` as it is (host or device memory).
+#[inline(always)]
+fn gather_from(src: &[f32], rows: &[u32], len: usize, out: &mut [f32]) {
+    let (first, warps) = warp_in_grid();
+    for r in (first..rows.len()).step_by(warps) {
+        let start = rows[r] as usize * len;
+        put_row(out_row(out, r, len), 0, &src[start..start + len]);
+    }
+}
+
 /// [`gather_rows`] reading host memory directly (zero-copy): every row crosses the
 /// interconnect each time it is read.
 #[kernel(min_len(out = 1))]
 pub fn gather_rows_zero_copy(table: HostCached<f32>, rows: &[u32], row_len: u32, out: &mut [f32]) {
-    let (first, warps) = warp_in_grid();
-    let (host, len) = (table.uncached(), row_len as usize);
-    for r in (first..rows.len()).step_by(warps) {
-        let start = rows[r] as usize * len;
-        put_row(out_row(out, r, len), 0, &host[start..start + len]);
-    }
+    gather_from(table.uncached(), rows, row_len as usize, out);
 }
 
 /// [`gather_rows`] from a table in device (or managed) memory.
 #[kernel(min_len(out = 1))]
 pub fn gather_rows_device(table: &[f32], rows: &[u32], row_len: u32, out: &mut [f32]) {
-    let (first, warps) = warp_in_grid();
-    let len = row_len as usize;
-    for r in (first..rows.len()).step_by(warps) {
-        let start = rows[r] as usize * len;
-        put_row(out_row(out, r, len), 0, &table[start..start + len]);
-    }
+    gather_from(table, rows, row_len as usize, out);
 }
 
 /// Copies whole pages `pages[i]` of the data from host memory into `scratch[i]` (pages of
