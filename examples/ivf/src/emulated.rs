@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use ivf_kernels::{
-    BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs, WorkPlanArgs,
-    HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS,
+    BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs, PullPlanArgs,
+    WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS,
 };
 use lookahead::emu::Emulator;
 use lookahead::launch::{HostMemory, LaunchConfig};
@@ -64,6 +64,9 @@ pub struct EmulatedParams {
     /// The merge gives each query a block when there are at most this many queries (the
     /// SMs of the GPU it stands for), else a warp.
     pub merge_sms: usize,
+    /// Plan with `plan_pairs` (as small resident batches do) instead of `plan`; only without
+    /// a queue and without `pull`. The result's per-list counts are then empty.
+    pub pair_plan: bool,
 }
 
 impl Default for EmulatedParams {
@@ -76,6 +79,7 @@ impl Default for EmulatedParams {
             merge_sms: 0,
             pull: false,
             copy_every: 2,
+            pair_plan: false,
         }
     }
 }
@@ -213,9 +217,24 @@ impl Inputs<'_> {
     }
 
     fn run_plan(&self, p: &mut Plan, queue: RingQueue<'_, HostMemory>) -> Result<()> {
+        let cfg = LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1));
+        if self.params.pair_plan && !self.params.pull && !queue.is_enabled() {
+            return ivf_kernels::plan_pairs::launch(
+                self.emu,
+                cfg,
+                &p.probes,
+                self.index(),
+                PairPlanOutArgs {
+                    pair_cand_off: &mut p.pair_cand_off,
+                    item_pair: &mut p.item_pair,
+                    item_chunk: &mut p.item_chunk,
+                    totals: &mut p.totals,
+                },
+            );
+        }
         ivf_kernels::plan::launch(
             self.emu,
-            LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1)),
+            cfg,
             &p.probes,
             self.index(),
             queue,

@@ -157,6 +157,18 @@ fn chunk_sizes_and_grid_shapes_give_the_same_answer() {
         assert_eq!(got.dist, base.dist);
         assert_eq!(got.probed, base.probed);
     }
+    // The small batches' plan, pair by pair, with small and whole-list items.
+    for chunk_rows in [7, 64, 1000] {
+        let params = EmulatedParams {
+            chunk_rows,
+            merge_sms: 1000,
+            pair_plan: true,
+            ..EmulatedParams::default()
+        };
+        let got = without_queue(&emu, &f, params);
+        assert_eq!(got.ids, base.ids, "pair plan, chunk {chunk_rows}");
+        assert_eq!(got.dist, base.dist, "pair plan, chunk {chunk_rows}");
+    }
 }
 
 /// The GPU-driven path with the CPU playing the GPU: the plan kernel asks a host ring for
@@ -380,6 +392,77 @@ fn sliced_coarse_steps_give_the_same_probes() {
                 assert_eq!(
                     probes, one,
                     "{nq} queries, nprobe {nprobe}, {slices} slices"
+                );
+            }
+        }
+    }
+}
+
+/// The merge alone, a block per query and a warp per query, against sorting every candidate
+/// on the CPU: random lists, lists all at one distance (more candidates within the bound
+/// than the block ranks, so it merges lists instead), short lists padded with empty places,
+/// fewer candidates than `K`, and the same candidate twice.
+#[test]
+fn merge_gives_each_querys_nearest_candidates() {
+    use ivf_kernels::{merge, merge_config, K};
+    use rand::{Rng, SeedableRng};
+    let seed = fresh_seed();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let emu = Emulator::new();
+    let nprobe = 3;
+    // (lists per pair, distances drawn from 0..spread, real entries per list)
+    for (lists, spread, real) in [(40usize, 1000u32, K), (60, 1, K), (5, 50, 4), (1, 9, 3)] {
+        let nq = 4;
+        let pair_cand_off: Vec<u32> = (0..=nq * nprobe).map(|p| (p * lists) as u32).collect();
+        let total = nq * nprobe * lists;
+        let (mut dist, mut ids) = (vec![f32::INFINITY; total * K], vec![u32::MAX; total * K]);
+        for l in 0..total {
+            let mut entries: Vec<(f32, u32)> = (0..real)
+                .map(|_| {
+                    (
+                        rng.gen_range(0..spread) as f32,
+                        rng.gen_range(0..1u32 << 20),
+                    )
+                })
+                .collect();
+            if l % 7 == 1 && l > 0 {
+                entries[0] = (dist[(l - 1) * K], ids[(l - 1) * K]); // a repeat
+            }
+            entries.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            for (r, (d, i)) in entries.into_iter().enumerate() {
+                (dist[l * K + r], ids[l * K + r]) = (d, i);
+            }
+        }
+        for sms in [0usize, 100] {
+            let (cfg, shape) = merge_config(nq, nprobe, sms);
+            let (mut out_d, mut out_i) = (vec![f32::NAN; nq * K], vec![0u32; nq * K]);
+            merge::launch(
+                &emu,
+                cfg,
+                &dist,
+                &ids,
+                &pair_cand_off,
+                shape,
+                &mut out_d,
+                &mut out_i,
+            )
+            .unwrap();
+            for q in 0..nq {
+                let span = q * nprobe * lists * K..(q + 1) * nprobe * lists * K;
+                let mut want: Vec<(f32, u32)> = span
+                    .map(|c| (dist[c], ids[c]))
+                    .filter(|&(_, i)| i != u32::MAX)
+                    .collect();
+                want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                want.resize(K.max(want.len()), (f32::INFINITY, u32::MAX));
+                let got: Vec<(f32, u32)> = (0..K)
+                    .map(|j| (out_d[q * K + j], out_i[q * K + j]))
+                    .collect();
+                assert_eq!(
+                    got,
+                    want[..K],
+                    "{lists} lists of {real}, spread {spread}, sms {sms}, query {q}"
                 );
             }
         }

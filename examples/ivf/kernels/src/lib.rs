@@ -1,14 +1,15 @@
 //! # ivf-kernels
 //!
 //! The kernels of an IVF-Flat search, in plain Rust with `#[kernel]`, each taking a few
-//! parameter structs ([`Index`], [`Batch`], [`PlanOut`], [`WorkPlan`], [`Pull`],
+//! parameter structs ([`Index`], [`Batch`], [`PlanOut`], [`PairPlanOut`], [`WorkPlan`], [`Pull`],
 //! [`Candidates`]):
 //!
 //! 1. [`coarse`]: each query's `nprobe` nearest centroids (a warp per
 //!    [`COARSE_QUERIES_PER_BLOCK`] queries over the transposed centroids);
 //! 2. [`plan`]: one block turns the (query, probe) pairs into the probed lists, asks the
 //!    host for all of them at once through a request queue (GPU-driven migration), and cuts
-//!    the lists into chunks of work items, one per (pair, chunk);
+//!    the lists into chunks of work items, one per (pair, chunk); [`plan_pairs`] writes the
+//!    same items for a small batch of resident lists, without the passes over every list;
 //! 3. [`scan`]: each warp takes work items in turn, waits until its list is resident (or
 //!    goes ahead on the fault path), and keeps the `K` nearest vectors of its chunk;
 //! 4. [`merge`]: each query's `K` nearest over its candidate lists.
@@ -35,7 +36,7 @@ mod topk;
 pub use coarse_step::{coarse, coarse_merge};
 pub use merge_step::merge;
 pub use params::*;
-pub use plan_step::plan;
+pub use plan_step::{plan, plan_pairs};
 pub use scan_step::{pull_scan, scan};
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -59,6 +60,11 @@ pub const MAX_COARSE_SLICES: usize = 32;
 pub const MAX_COARSE_CANDIDATES: usize = 256;
 /// Most warps of a [`merge`] block that works on one query.
 pub const MERGE_WARPS: usize = SCAN_THREADS as usize / 32;
+/// Most candidates a [`merge`] block per query ranks in shared memory (those that can be
+/// among the `K` nearest; more fall back to merging lists).
+pub const MERGE_RANKED: usize = 512;
+/// Entries a [`merge`] block per query samples to bound its `K`-th nearest.
+pub const MERGE_SAMPLE: usize = 256;
 /// Threads of the one block of [`plan`].
 pub const PLAN_THREADS: u32 = 1024;
 /// Threads per block of [`scan`] (and of [`merge`]).

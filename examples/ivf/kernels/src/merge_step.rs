@@ -2,16 +2,19 @@
 
 use lookahead_device::prelude::*;
 
-use crate::topk::{merge_sorted_lists, TopK};
-use crate::{MergeShape, K, MERGE_WARPS};
+use crate::topk::{before, merge_sorted_lists, TopK};
+use crate::{MergeShape, K, MERGE_RANKED, MERGE_SAMPLE, MERGE_WARPS};
 
 /// Each query's `K` nearest over its candidate lists (`pair_cand_off[q * nprobe] ..
 /// pair_cand_off[(q + 1) * nprobe]`, each of `K`).
 ///
+/// Each candidate list must be sorted nearest first, as the scans write them.
+///
 /// With `shape.per_block == 0`, one warp per query (warp `q` of the grid). Otherwise one
-/// block per query (block `q`, at most [`MERGE_WARPS`] warps): its warps split the
-/// candidates, each keeps its `K` best, and warp 0 merges their lists through shared
-/// memory, so a few queries with many candidates use many warps each.
+/// block per query (block `q`, at most [`MERGE_WARPS`] warps) ranks the few candidates that
+/// can be among the `K` nearest ([`merge_by_rank`]); when more than [`MERGE_RANKED`] can, its
+/// warps split the candidates, each keeps its `K` best, and warp 0 merges their lists
+/// through shared memory.
 #[kernel(same_len(out_dist, out_ids))]
 pub fn merge(
     cand_dist: &[f32],
@@ -34,9 +37,23 @@ pub fn merge(
     let best_i = shared_array!(u32; MERGE_WARPS * K);
     // Uniform over the warp, and over the block when `per_block`.
     let valid = q < out_dist.len() / K && (q + 1) * nprobe < pair_cand_off.len();
-    if valid && part < parts {
+    let (lo, hi) = if valid {
         let lo = pair_cand_off[q * nprobe] as usize * K;
         let hi = pair_cand_off[(q + 1) * nprobe] as usize * K;
+        (lo, hi.min(cand_dist.len()).min(cand_ids.len()).max(lo))
+    } else {
+        (0, 0)
+    };
+    if per_block && valid {
+        let ranked = merge_by_rank(&cand_dist[lo..hi], &cand_ids[lo..hi], |j, d, id| {
+            out_dist[q * K + j] = d;
+            out_ids[q * K + j] = id;
+        });
+        if ranked {
+            return; // uniform over the block
+        }
+    }
+    if valid && part < parts {
         let mut top = TopK::new();
         let stride = 32 * parts;
         let load = |at: usize| {
@@ -87,5 +104,187 @@ pub fn merge(
                 }
             });
         }
+    }
+}
+
+/// A block's merge of one query's candidate lists (`dist`/`ids`, lists of `K`, each sorted
+/// nearest first) by rank; `emit(j, dist, id)` is called once for each place `j < K`.
+/// Returns false, having emitted nothing, when more than [`MERGE_RANKED`] candidates may be
+/// among the `K` nearest. Every thread of the block must call it (it has barriers).
+///
+/// Any `K` candidates bound the query's `K`-th nearest by their farthest, so [`bound`]
+/// takes the best of two such bounds; only candidates no farther are kept, in shared
+/// memory (usually little more than `K` of a thousand or more), and each is written at its
+/// rank among them: a load of each candidate and a few short counts between four barriers,
+/// where merging the lists took `K` rounds of shuffles per warp and block one after another.
+#[inline(always)]
+fn merge_by_rank(dist: &[f32], ids: &[u32], mut emit: impl FnMut(usize, f32, u32)) -> bool {
+    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let kept = shared_array!(u32; 1);
+    let kept_d = shared_array!(f32; MERGE_RANKED);
+    let kept_i = shared_array!(u32; MERGE_RANKED);
+    if tid == 0 {
+        kept.set(0, 0);
+    }
+    let bound = bound(dist, ids);
+    keep_within(dist, ids, bound, kept, kept_d, kept_i);
+    sync_threads();
+    let count = kept.get(0) as usize;
+    if count > MERGE_RANKED {
+        return false;
+    }
+    let mut s = tid;
+    while s < count {
+        let (d, id) = (kept_d.get(s), kept_i.get(s));
+        let rank = rank_in(kept_d, kept_i, count, s, d, id);
+        if rank < K {
+            emit(rank, d, id);
+        }
+        s += threads;
+    }
+    if tid >= count && tid < K {
+        emit(tid, f32::INFINITY, u32::MAX);
+    }
+    true
+}
+
+/// Entry `s` `(d, id)`'s rank among entries `0..n` of `(dist, ids)`: how many are before it,
+/// equal entries (the same vector twice) in slot order.
+#[inline(always)]
+fn rank_in<const N: usize>(
+    dist: SharedArray<f32, N>,
+    ids: SharedArray<u32, N>,
+    n: usize,
+    s: usize,
+    d: f32,
+    id: u32,
+) -> usize {
+    let mut rank = 0;
+    for j in 0..n {
+        let (dj, ij) = (dist.get(j), ids.get(j));
+        if before(dj, ij, d, id) || (dj == d && ij == id && j < s) {
+            rank += 1;
+        }
+    }
+    rank
+}
+
+/// A distance no nearer than the query's `K`-th nearest candidate, on every thread: the
+/// smaller of the nearest last entry of a list (its list holds `K` candidates that near) and
+/// the `K`-th smallest distance in a sample of [`MERGE_SAMPLE`] entries, the first few of
+/// each list (exact when the `K` nearest are among them, as when they lie in different
+/// lists). Every thread of the block must call it (it has barriers).
+#[inline(always)]
+fn bound(dist: &[f32], ids: &[u32]) -> f32 {
+    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let warps = threads.div_ceil(32).min(MERGE_WARPS);
+    let per_warp = shared_array!(f32; 2 * MERGE_WARPS);
+    let sample = shared_array!(f32; MERGE_SAMPLE);
+    let n = dist.len().min(ids.len());
+    let lists = n / K;
+    let per_list = (MERGE_SAMPLE / lists.max(1)).clamp(1, K);
+    let samples = (lists * per_list).min(MERGE_SAMPLE);
+    let mut t = tid;
+    while t < samples {
+        let at = (t / per_list) * K + t % per_list;
+        let d = dist[at];
+        // Empty places and NaNs (never kept) count as infinitely far.
+        let far = ids[at] == u32::MAX || d.is_nan();
+        sample.set(t, if far { f32::INFINITY } else { d });
+        t += threads;
+    }
+    let mut last = f32::INFINITY;
+    let mut at = (tid + 1) * K;
+    while at <= n {
+        let d = dist[at - 1];
+        if d < last {
+            last = d;
+        }
+        at += threads * K;
+    }
+    sync_threads();
+    // The `K`-th smallest sample is the largest with fewer than `K` samples below it
+    // (infinite while fewer than `K` are finite).
+    let mut kth = 0.0f32;
+    let mut t = tid;
+    while t < samples {
+        let d = sample.get(t);
+        let mut below = 0u32;
+        for j in 0..samples {
+            below += (sample.get(j) < d) as u32;
+        }
+        if below < K as u32 && d > kth {
+            kth = d;
+        }
+        t += threads;
+    }
+    for step in [16, 8, 4, 2, 1] {
+        let (k, l) = (
+            warp::shfl_xor_f32(kth, step),
+            warp::shfl_xor_f32(last, step),
+        );
+        kth = if k > kth { k } else { kth };
+        last = if l < last { l } else { last };
+    }
+    if lane_id() == 0 && tid / 32 < MERGE_WARPS {
+        per_warp.set(2 * (tid / 32), kth);
+        per_warp.set(2 * (tid / 32) + 1, last);
+    }
+    sync_threads();
+    for w in 0..warps {
+        let (k, l) = (per_warp.get(2 * w), per_warp.get(2 * w + 1));
+        kth = if k > kth { k } else { kth };
+        last = if l < last { l } else { last };
+    }
+    if samples >= K && kth < last {
+        kth
+    } else {
+        last
+    }
+}
+
+/// Appends the candidates no farther than `bound` (empty places left out) to `kept_d` /
+/// `kept_i`, counting all of them in `kept[0]`, stored or not.
+#[inline(always)]
+fn keep_within(
+    dist: &[f32],
+    ids: &[u32],
+    bound: f32,
+    kept: SharedArray<u32, 1>,
+    kept_d: SharedArray<f32, MERGE_RANKED>,
+    kept_i: SharedArray<u32, MERGE_RANKED>,
+) {
+    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let n = dist.len().min(ids.len());
+    let load = |at: usize| {
+        if at < n {
+            (dist[at], ids[at])
+        } else {
+            (f32::NAN, u32::MAX)
+        }
+    };
+    let keep = |(d, id): (f32, u32)| {
+        if id != u32::MAX && d <= bound {
+            let slot = kept.atomic_add(0, 1) as usize;
+            if slot < MERGE_RANKED {
+                kept_d.set(slot, d);
+                kept_i.set(slot, id);
+            }
+        }
+    };
+    let mut c = tid;
+    // Four loads in flight per thread, as in the general merge.
+    while c < n {
+        let got = [
+            load(c),
+            load(c + threads),
+            load(c + 2 * threads),
+            load(c + 3 * threads),
+        ];
+        keep(got[0]);
+        keep(got[1]);
+        keep(got[2]);
+        keep(got[3]);
+        c += 4 * threads;
     }
 }

@@ -62,6 +62,20 @@ pub struct PlanOut {
     pub totals: DeviceSliceMut<u32>,
 }
 
+/// What [`crate::plan_pairs`] writes (the work items of [`PlanOut`], in pair order).
+#[derive(KernelParams)]
+#[repr(C)]
+pub struct PairPlanOut {
+    /// Per pair: where its candidate lists start (`pairs + 1` entries).
+    pub pair_cand_off: DeviceSliceMut<u32>,
+    /// Per work item: its pair.
+    pub item_pair: DeviceSliceMut<u32>,
+    /// Per work item: its chunk of the pair's list.
+    pub item_chunk: DeviceSliceMut<u32>,
+    /// Probed lists (0), work items, wanted lists (0), copy chunks (0).
+    pub totals: DeviceSliceMut<u32>,
+}
+
 /// The work items [`crate::plan`] wrote, as the scans read them.
 #[derive(KernelParams)]
 #[repr(C)]

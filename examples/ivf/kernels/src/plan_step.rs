@@ -5,7 +5,7 @@ use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, RequestQueue};
 
 use crate::block::{exclusive_sum, SCRATCH_WORDS};
-use crate::params::{Index, PlanOut, PullPlan};
+use crate::params::{Index, PairPlanOut, PlanOut, PullPlan};
 
 /// Plans the scan, in one block of [`PLAN_THREADS`](crate::PLAN_THREADS) threads.
 ///
@@ -47,7 +47,14 @@ pub fn plan(
     if found.wanted > 0 && queue.is_enabled() {
         request_lists(&index, &queue, &out.wanted[..found.wanted]);
     }
-    let cands = candidate_offsets(probes, &index, nlist, pairs, scratch, &mut out);
+    let cands = candidate_offsets(
+        probes,
+        &index,
+        nlist,
+        pairs,
+        scratch,
+        &mut out.pair_cand_off,
+    );
     if thread_idx_x() == 0 {
         out.pair_cand_off[pairs] = cands;
         out.totals[0] = found.lists as u32;
@@ -204,7 +211,7 @@ fn candidate_offsets(
     nlist: usize,
     pairs: usize,
     scratch: SharedArray<u32, SCRATCH_WORDS>,
-    out: &mut PlanOut,
+    pair_cand_off: &mut DeviceSliceMut<u32>,
 ) -> u32 {
     let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
     let mut before = 0u32;
@@ -218,7 +225,7 @@ fn candidate_offsets(
         };
         let (c, total) = exclusive_sum(n, scratch);
         if p < pairs {
-            out.pair_cand_off[p] = before + c;
+            pair_cand_off[p] = before + c;
         }
         before += total;
         base += threads;
@@ -242,5 +249,56 @@ fn write_items(probes: &[u32], index: &Index, nlist: usize, pairs: usize, out: &
             }
         }
         p += block_dim_x() as usize;
+    }
+}
+
+/// The plan of a small batch whose lists are all resident, in one block of
+/// [`PLAN_THREADS`](crate::PLAN_THREADS) threads: the work items pair by pair, chunk by chunk
+/// (`item_pair` / `item_chunk`; item `pair_cand_off[p] + c` is chunk `c` of pair `p`), and
+/// each pair's candidate lists at `pair_cand_off[p]` as in [`plan`], so [`crate::scan`] and
+/// [`crate::merge`] give the same neighbours. `totals[1]` is the number of items; the
+/// probed, wanted and copy counts (`totals[0]`, `[2]`, `[3]`) are 0: nothing is counted per
+/// list, asked for or copied.
+///
+/// Without [`plan`]'s passes over every list (their barriers took most of a 1-query plan),
+/// for batches whose pairs rarely share a list: [`plan`]'s order puts the pairs of a list
+/// next to each other, so that their reads share the L2 cache.
+#[kernel]
+pub fn plan_pairs(probes: &[u32], index: Index, mut out: PairPlanOut) {
+    let nlist = index.offsets.len().saturating_sub(1);
+    let pairs = probes.len().min(out.pair_cand_off.len().saturating_sub(1));
+    let scratch = shared_array!(u32; SCRATCH_WORDS);
+    let items = candidate_offsets(
+        probes,
+        &index,
+        nlist,
+        pairs,
+        scratch,
+        &mut out.pair_cand_off,
+    );
+    let tid = thread_idx_x() as usize;
+    if tid == 0 {
+        out.pair_cand_off[pairs] = items;
+        out.totals[0] = 0;
+        out.totals[1] = items;
+        out.totals[2] = 0;
+        out.totals[3] = 0;
+    }
+    sync_threads(); // the block's offsets written
+                    // A warp per pair, its lanes over the pair's chunks.
+    let (warps, lane) = (block_dim_x() as usize / 32, lane_id() as usize);
+    let mut p = tid / 32;
+    while p < pairs {
+        let l = probes[p] as usize;
+        if l < nlist {
+            let first = out.pair_cand_off[p] as usize;
+            let mut ch = lane;
+            while ch < chunks_of(&index, l) {
+                out.item_pair[first + ch] = p as u32;
+                out.item_chunk[first + ch] = ch as u32;
+                ch += 32;
+            }
+        }
+        p += warps.max(1);
     }
 }

@@ -230,7 +230,11 @@ impl GpuIndex {
         let shape = self.batch_shape(batch, queries.len())?;
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
-        run.batch_inputs(&batch.queries, shape.nq)?;
+        run.batch_inputs(
+            &batch.queries,
+            shape.nq,
+            batch.params.policy == Policy::GpuPull,
+        )?;
         run.batch_kernels(batch.params, scan_blocks)?;
         run.batch_outputs(&mut batch.out_d, &mut batch.out_i, shape.nq)
     }
@@ -238,6 +242,7 @@ impl GpuIndex {
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
         let shape = self.batch_shape(batch, queries.len())?;
         let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
+        let pulling = batch.params.policy == Policy::GpuPull;
         if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
             // The buffers were reallocated by a larger search: capture again.
             batch.graph = None;
@@ -247,7 +252,7 @@ impl GpuIndex {
         match &mut batch.graph {
             None => {
                 let (graph, ()) = Graph::capture(&stream, || {
-                    run.batch_inputs(&batch.queries, cap)?;
+                    run.batch_inputs(&batch.queries, cap, pulling)?;
                     run.batch_kernels(batch.params, scan_blocks)?;
                     run.batch_outputs(&mut batch.out_d, &mut batch.out_i, cap)
                 })?;
@@ -283,21 +288,28 @@ impl GpuIndex {
 }
 
 impl Search<'_> {
-    /// The first `rows` queries up from pinned memory; their outputs poisoned, the
-    /// readiness codes and the pull's counters cleared.
-    fn batch_inputs(&mut self, queries: &Pinned<f32>, rows: usize) -> Result<()> {
+    /// The first `rows` queries up from pinned memory; their outputs poisoned; pulling, the
+    /// pull's counters cleared.
+    fn batch_inputs(&mut self, queries: &Pinned<f32>, rows: usize, pulling: bool) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
         let q = UM::prefix(&mut self.b.queries, rows * sh.dim, s)?;
         copy_to_device(q.device_ptr(), &queries.slice()[..rows * sh.dim], s)?;
         self.poison_outputs(rows)?;
-        self.clear_pull_work()
+        if pulling {
+            self.clear_pull_work()?;
+        }
+        Ok(())
     }
 
     /// Coarse, plan, scan (or pull-scan) and merge for the current shape.
     fn batch_kernels(&mut self, params: SearchParams, scan_blocks: u32) -> Result<()> {
         let pulling = params.policy == Policy::GpuPull;
         self.coarse()?;
-        self.plan(RingQueue::disabled(), pulling)?;
+        if pulling || self.shape.pairs > FEW_PAIRS {
+            self.plan(RingQueue::disabled(), pulling)?;
+        } else {
+            self.plan_pairs()?;
+        }
         let blocks = match params.max_blocks {
             0 => scan_blocks,
             n => n.min(scan_blocks),

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
-    coarse_config, BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs,
-    WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, READY_ARRIVED,
-    READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+    coarse_config, BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
+    PullPlanArgs, WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM,
+    READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
 use lookahead::launch::LaunchConfig;
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
@@ -236,25 +236,26 @@ impl Search<'_> {
         self.download()
     }
 
-    /// The queries up, the outputs poisoned, the readiness codes cleared.
+    /// The queries up, the outputs poisoned, the readiness codes cleared (the search's
+    /// statistics read them).
     fn upload(&mut self, queries: &Vectors) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
         let mut q = self.b.queries.slice_mut(..sh.nq * sh.dim);
         s.memcpy_htod(&queries.data, &mut q)
             .during("cuMemcpyHtoD")?;
-        self.poison_outputs(sh.nq)
+        self.poison_outputs(sh.nq)?;
+        let readiness = UM::prefix(&mut self.b.readiness, sh.nlist, s)?;
+        fill32(readiness.device_ptr(), sh.nlist, 0, s)
     }
 
     /// The first `rows` queries' outputs poisoned (a word left so is one the kernels did not
-    /// write), and the readiness codes cleared.
+    /// write).
     pub(super) fn poison_outputs(&mut self, rows: usize) -> Result<()> {
-        let (s, sh, words) = (self.s, self.shape, rows * K);
+        let (s, words) = (self.s, rows * K);
         let out_d = UM::prefix(&mut self.b.out_d, words, s)?;
         fill32(out_d.device_ptr(), words, POISON_DIST, s)?;
         let out_i = UM::prefix(&mut self.b.out_i, words, s)?;
-        fill32(out_i.device_ptr(), words, POISON_ID, s)?;
-        let readiness = UM::prefix(&mut self.b.readiness, sh.nlist, s)?;
-        fill32(readiness.device_ptr(), sh.nlist, 0, s)
+        fill32(out_i.device_ptr(), words, POISON_ID, s)
     }
 
     /// The probes: one coarse launch, or a sliced one and the merge of its slices.
@@ -332,6 +333,33 @@ impl Search<'_> {
         let probes = U::prefix(&b.probes, sh.pairs, s)?;
         let cfg = LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1));
         ivf_kernels::plan::launch(s, cfg, &probes, index, queue, pulling as u32, pull, out)
+    }
+
+    /// The plan of a small resident batch ([`ivf_kernels::plan_pairs`]): work items pair by
+    /// pair, nothing counted per list, asked for or copied.
+    pub(super) fn plan_pairs(&mut self) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let (vectors, offsets, ids) = (
+            UntrackedManaged::new(self.lists),
+            U::new(self.offsets, s),
+            U::new(self.ids, s),
+        );
+        let index = IndexArgs {
+            vectors: &vectors,
+            offsets: &offsets,
+            ids: &ids,
+            dim: sh.dim as u32,
+            chunk_rows: sh.chunk_rows,
+        };
+        let out = PairPlanOutArgs {
+            pair_cand_off: &mut UM::prefix(&mut b.pair_cand_off, sh.pairs + 1, s)?,
+            item_pair: &mut UM::prefix(&mut b.item_pair, sh.items, s)?,
+            item_chunk: &mut UM::prefix(&mut b.item_chunk, sh.items, s)?,
+            totals: &mut UM::new(&mut b.totals, s),
+        };
+        let probes = U::prefix(&b.probes, sh.pairs, s)?;
+        let cfg = LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1));
+        ivf_kernels::plan_pairs::launch(s, cfg, &probes, index, out)
     }
 
     /// What the chosen policy does on the host between the plan and the scan: host-selected
