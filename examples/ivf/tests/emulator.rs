@@ -468,3 +468,61 @@ fn merge_gives_each_querys_nearest_candidates() {
         }
     }
 }
+
+/// `plan_pairs` over more pairs than its block has threads (two rounds): each pair's
+/// candidate offset is the prefix sum of its list's chunks, and item `pair_cand_off[p] + c`
+/// is chunk `c` of pair `p`, for every chunk of every pair.
+#[test]
+fn pair_plans_number_every_chunk_of_every_pair() {
+    use ivf_kernels::{plan_pairs, IndexArgs, PairPlanOutArgs, PLAN_THREADS};
+    use lookahead::launch::LaunchConfig;
+    use rand::{Rng, SeedableRng};
+    let seed = fresh_seed();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (nlist, pairs, chunk_rows, dim) = (50usize, 1500usize, 16u32, 1usize);
+    let mut offsets = vec![0u64];
+    for _ in 0..nlist {
+        let len = rng.gen_range(0..200u64);
+        offsets.push(offsets.last().unwrap() + len);
+    }
+    let rows = *offsets.last().unwrap() as usize;
+    let (vectors, ids) = (vec![0.0f32; rows * dim], vec![0u32; rows]);
+    let probes: Vec<u32> = (0..pairs).map(|_| rng.gen_range(0..nlist as u32)).collect();
+    let chunks = |p: usize| {
+        let l = probes[p] as usize;
+        ((offsets[l + 1] - offsets[l]) as usize).div_ceil(chunk_rows as usize)
+    };
+    let items: usize = (0..pairs).map(chunks).sum();
+    let mut pair_cand_off = vec![u32::MAX; pairs + 1];
+    let (mut item_pair, mut item_chunk) = (vec![u32::MAX; items], vec![u32::MAX; items]);
+    let mut totals = vec![u32::MAX; 4];
+    let index = IndexArgs {
+        vectors: &vectors,
+        offsets: &offsets,
+        ids: &ids,
+        dim: dim as u32,
+        chunk_rows,
+    };
+    let out = PairPlanOutArgs {
+        pair_cand_off: &mut pair_cand_off,
+        item_pair: &mut item_pair,
+        item_chunk: &mut item_chunk,
+        totals: &mut totals,
+    };
+    let cfg = LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1));
+    plan_pairs::launch(&Emulator::new(), cfg, &probes, index, out).unwrap();
+    assert_eq!(totals, [0, items as u32, 0, 0]);
+    let mut first = 0;
+    for p in 0..pairs {
+        assert_eq!(pair_cand_off[p] as usize, first, "pair {p}");
+        for c in 0..chunks(p) {
+            assert_eq!(
+                (item_pair[first + c], item_chunk[first + c]),
+                (p as u32, c as u32)
+            );
+        }
+        first += chunks(p);
+    }
+    assert_eq!(pair_cand_off[pairs] as usize, items);
+}

@@ -2,7 +2,7 @@
 
 use lookahead_device::prelude::*;
 
-use crate::topk::before;
+use crate::topk::{before, warp_sort};
 use crate::{CoarseShape, COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE};
 
 /// A sorted list of up to [`MAX_NPROBE`] `(distance, index)` pairs spread over a warp's
@@ -79,33 +79,6 @@ impl WarpList {
             want &= want - 1;
         }
     }
-}
-
-/// The warp's 32 `(distance, index)` pairs sorted (bitonic network): lane `r` gets the
-/// `r`-th. Pairs must be distinct, but for empty places.
-#[inline(always)]
-fn warp_sort((mut d, mut i): (f32, u32)) -> (f32, u32) {
-    let lane = lane_id();
-    let mut k = 2;
-    while k <= 32 {
-        let mut j = k / 2;
-        while j > 0 {
-            let (od, oi) = (warp::shfl_xor_f32(d, j), warp::shfl_xor_u32(i, j));
-            // The lower lane of a pair keeps the nearer one in ascending runs.
-            let keep_nearer = (lane & j == 0) == (lane & k == 0);
-            let take = if keep_nearer {
-                before(od, oi, d, i)
-            } else {
-                before(d, i, od, oi)
-            };
-            if take {
-                (d, i) = (od, oi);
-            }
-            j /= 2;
-        }
-        k *= 2;
-    }
-    (d, i)
 }
 
 /// Entry `at` of a list after inserting `new` at `pos`: unchanged before `pos`, `new` at

@@ -218,13 +218,15 @@ fn bound(dist: &[f32], ids: &[u32]) -> f32 {
         }
         t += threads;
     }
-    for step in [16, 8, 4, 2, 1] {
+    let mut step = 16;
+    while step > 0 {
         let (k, l) = (
             warp::shfl_xor_f32(kth, step),
             warp::shfl_xor_f32(last, step),
         );
         kth = if k > kth { k } else { kth };
         last = if l < last { l } else { last };
+        step /= 2;
     }
     if lane_id() == 0 && tid / 32 < MERGE_WARPS {
         per_warp.set(2 * (tid / 32), kth);

@@ -6,6 +6,7 @@ use lookahead_device::uvm::{pull, RequestQueue};
 
 use crate::block::{exclusive_sum, SCRATCH_WORDS};
 use crate::params::{Index, PairPlanOut, PlanOut, PullPlan};
+use crate::PLAN_THREADS;
 
 /// Plans the scan, in one block of [`PLAN_THREADS`](crate::PLAN_THREADS) threads.
 ///
@@ -268,37 +269,49 @@ pub fn plan_pairs(probes: &[u32], index: Index, mut out: PairPlanOut) {
     let nlist = index.offsets.len().saturating_sub(1);
     let pairs = probes.len().min(out.pair_cand_off.len().saturating_sub(1));
     let scratch = shared_array!(u32; SCRATCH_WORDS);
-    let items = candidate_offsets(
-        probes,
-        &index,
-        nlist,
-        pairs,
-        scratch,
-        &mut out.pair_cand_off,
-    );
-    let tid = thread_idx_x() as usize;
-    if tid == 0 {
-        out.pair_cand_off[pairs] = items;
-        out.totals[0] = 0;
-        out.totals[1] = items;
-        out.totals[2] = 0;
-        out.totals[3] = 0;
-    }
-    sync_threads(); // the block's offsets written
-                    // A warp per pair, its lanes over the pair's chunks.
-    let (warps, lane) = (block_dim_x() as usize / 32, lane_id() as usize);
-    let mut p = tid / 32;
-    while p < pairs {
-        let l = probes[p] as usize;
-        if l < nlist {
-            let first = out.pair_cand_off[p] as usize;
+    // A round's pairs: where their items start, and how many they have.
+    let firsts = shared_array!(u32; PLAN_THREADS as usize);
+    let counts = shared_array!(u32; PLAN_THREADS as usize);
+    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let (warp, warps, lane) = (tid / 32, threads / 32, lane_id() as usize);
+    let (mut before, mut base) = (0u32, 0usize);
+    while base < pairs {
+        let p = base + tid;
+        let n = if p < pairs && (probes[p] as usize) < nlist {
+            chunks_of(&index, probes[p] as usize) as u32
+        } else {
+            0
+        };
+        let (c, total) = exclusive_sum(n, scratch);
+        if p < pairs {
+            out.pair_cand_off[p] = before + c;
+            firsts.set(tid, before + c);
+            counts.set(tid, n);
+        }
+        sync_threads(); // the round's offsets staged
+                        // A warp per pair, its lanes over the pair's chunks: a thread per pair wrote its
+                        // items one after another, and a warp loading each pair's offsets from memory
+                        // waited on each pair in turn.
+        let mut k = warp;
+        while k < (pairs - base).min(threads) {
+            let (first, n) = (firsts.get(k) as usize, counts.get(k) as usize);
             let mut ch = lane;
-            while ch < chunks_of(&index, l) {
-                out.item_pair[first + ch] = p as u32;
+            while ch < n {
+                out.item_pair[first + ch] = (base + k) as u32;
                 out.item_chunk[first + ch] = ch as u32;
                 ch += 32;
             }
+            k += warps.max(1);
         }
-        p += warps.max(1);
+        sync_threads(); // the next round restages
+        before += total;
+        base += threads;
+    }
+    if tid == 0 {
+        out.pair_cand_off[pairs] = before;
+        out.totals[0] = 0;
+        out.totals[1] = before;
+        out.totals[2] = 0;
+        out.totals[3] = 0;
     }
 }

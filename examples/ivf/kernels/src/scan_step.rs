@@ -6,7 +6,7 @@ use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, Readiness, RequestQueue};
 
 use crate::params::{Batch, Candidates, Index, Pull, WorkPlan};
-use crate::topk::TopK;
+use crate::topk::WarpBest;
 use crate::{
     DIMS_PER_LANE, HINT_L2, K, LANES_PER_ROW, MAX_DIM, PULL_WORK_WORDS, READY_ARRIVED,
     READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
@@ -55,11 +55,16 @@ fn usable(index: &Index) -> bool {
 ///
 /// Each vector is read by [`LANES_PER_ROW`] lanes, 4 vectors per step: lane `g` of a row's
 /// group holds the query's dimensions `g, g + 8, ...` in registers and sums its part; three
-/// shuffles finish the distance, and the group's lanes take turns keeping candidates in
-/// their own register top-`K`, which the warp merges at the end.
+/// shuffles finish the distance, and the group's lanes take turns holding it, so that every
+/// 8 steps each lane holds one of 32 candidates, which the warp offers to its [`WarpBest`]
+/// at once. Lanes `0..K` write the item's `K` nearest.
+///
+/// With `QUADS` (`dim` a multiple of 4 and `rows` 16-byte aligned, see [`scan_rows`]) lane
+/// `g` holds dimensions `4g..4g + 4, 4g + 32..`, loaded 4 at a time: a quarter of the load
+/// instructions and their address arithmetic.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // counted loops keep `qv` in registers (below)
-fn scan_item(
+fn scan_item<const QUADS: bool>(
     rows: &[f32],
     w: WorkItem,
     index: &Index,
@@ -78,12 +83,13 @@ fn scan_item(
     // were left rolled (with jump threading off) and put it in local memory, 3x slower.
     let mut qv = [0.0f32; DIMS_PER_LANE];
     for i in 0..DIMS_PER_LANE {
-        let d = g + LANES_PER_ROW * i;
+        let d = lane_dim::<QUADS>(g, i);
         if d < dim {
             qv[i] = query[d];
         }
     }
-    let mut top = TopK::new();
+    let empty = (f32::INFINITY, u32::MAX);
+    let (mut best, mut held) = (WarpBest::new(), empty);
     let (mut step, mut r0) = (0usize, w.a);
     while r0 < w.b {
         let row = r0 + group;
@@ -91,10 +97,25 @@ fn scan_item(
         // The id is loaded with the row, not after its distance: behind the sum it was a
         // second round trip to memory in every step.
         let id = if row < w.b { index.ids[row] } else { u32::MAX };
-        if row < w.b {
+        if row < w.b && QUADS {
+            let at = (row - w.a) * dim;
+            for j in 0..DIMS_PER_LANE / 4 {
+                let d = lane_dim::<true>(g, 4 * j);
+                if d < dim {
+                    // SAFETY: a <= row < b and d + 4 <= dim (both multiples of 4), so
+                    // at + d + 4 <= (b - a) * dim <= rows.len(); `rows` is 16-byte aligned
+                    // and at + d a multiple of 4, so the quad is aligned.
+                    let v = unsafe { rows.as_ptr().add(at + d).cast::<Quad>().read() };
+                    for u in 0..4 {
+                        let t = qv[4 * j + u] - v.0[u];
+                        s += t * t;
+                    }
+                }
+            }
+        } else if row < w.b {
             let at = (row - w.a) * dim;
             for i in 0..DIMS_PER_LANE {
-                let d = g + LANES_PER_ROW * i;
+                let d = lane_dim::<false>(g, i);
                 if d < dim {
                     // SAFETY: a <= row < b and d < dim, so at + d < (b - a) * dim <=
                     // rows.len().
@@ -107,17 +128,54 @@ fn scan_item(
         s += warp::shfl_xor_f32(s, 2);
         s += warp::shfl_xor_f32(s, 4);
         if row < w.b && g == step % LANES_PER_ROW {
-            top.offer(s, id);
+            held = (s, id);
         }
         step += 1;
         r0 += rows_per_step;
-    }
-    top.warp_merge(|j, d, id| {
-        if lane == 0 {
-            out.dist[first + j] = d;
-            out.ids[first + j] = id;
+        if step % LANES_PER_ROW == 0 {
+            best.offer(held); // warp-uniform: `step` is
+            held = empty;
         }
-    });
+    }
+    if step % LANES_PER_ROW != 0 {
+        best.offer(held);
+    }
+    if lane < K {
+        let (d, id) = best.entry();
+        out.dist[first + lane] = d;
+        out.ids[first + lane] = id;
+    }
+}
+
+/// Four floats, 16-byte aligned: one vector load.
+#[repr(C, align(16))]
+struct Quad([f32; 4]);
+
+/// The dimension lane `g` of a row's group holds in its `i`-th register.
+#[inline(always)]
+fn lane_dim<const QUADS: bool>(g: usize, i: usize) -> usize {
+    if QUADS {
+        4 * g + 4 * LANES_PER_ROW * (i / 4) + i % 4
+    } else {
+        g + LANES_PER_ROW * i
+    }
+}
+
+/// [`scan_item`], with quad loads where the rows allow them.
+#[inline(always)]
+fn scan_rows(
+    rows: &[f32],
+    w: WorkItem,
+    index: &Index,
+    batch: &Batch,
+    work: &WorkPlan,
+    out: &mut Candidates,
+) {
+    if index.dim % 4 == 0 && rows.as_ptr() as usize % 16 == 0 {
+        scan_item::<true>(rows, w, index, batch, work, out)
+    } else {
+        scan_item::<false>(rows, w, index, batch, work, out)
+    }
 }
 
 /// Scans the work items [`crate::plan`] wrote: warp `w` of the grid takes items `w`,
@@ -167,7 +225,7 @@ pub fn scan(index: Index, batch: Batch, work: WorkPlan, queue: RequestQueue, mut
                 f += 32 * 32;
             }
         }
-        scan_item(rows, w, &index, &batch, &work, &mut out);
+        scan_rows(rows, w, &index, &batch, &work, &mut out);
         it += warps;
     }
 }
@@ -319,6 +377,6 @@ fn scan_pulled(
         } else {
             &index.vectors[w.a * dim..w.b * dim]
         };
-        scan_item(rows, w, index, batch, work, out);
+        scan_rows(rows, w, index, batch, work, out);
     }
 }

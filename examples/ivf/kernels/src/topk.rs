@@ -1,4 +1,5 @@
-//! A per-lane sorted top-`K` list kept in registers, and the warp-wide merge of 32 of them.
+//! A per-lane sorted top-`K` list kept in registers, and the warp-wide merge of 32 of them;
+//! a warp's 32 best spread over its lanes ([`WarpBest`]), kept with sorting networks.
 //!
 //! Candidates order by distance, then id, so every policy, launch shape and schedule gives
 //! the same answer. All indexing is by compile-time constants (the loops over `K` unroll), so
@@ -133,5 +134,91 @@ pub fn merge_sorted_lists(
             head += 1;
         }
         emit(j, bd, bi);
+    }
+}
+
+/// The warp's 32 `(distance, index)` pairs sorted (bitonic network): lane `r` gets the
+/// `r`-th. Pairs must be distinct, but for empty places.
+#[inline(always)]
+pub fn warp_sort(mut pair: (f32, u32)) -> (f32, u32) {
+    let mut k = 2;
+    while k <= 32 {
+        let mut j = k / 2;
+        while j > 0 {
+            pair = exchange(pair, k, j);
+            j /= 2;
+        }
+        k *= 2;
+    }
+    pair
+}
+
+/// One compare-exchange of a bitonic network: lanes `lane` and `lane ^ j` order their pairs,
+/// ascending where `lane & k == 0`.
+#[inline(always)]
+fn exchange((d, i): (f32, u32), k: u32, j: u32) -> (f32, u32) {
+    let lane = lane_id();
+    let (od, oi) = (warp::shfl_xor_f32(d, j), warp::shfl_xor_u32(i, j));
+    // The lower lane of a pair keeps the nearer one in ascending runs.
+    let keep_nearer = (lane & j == 0) == (lane & k == 0);
+    let take = if keep_nearer {
+        before(od, oi, d, i)
+    } else {
+        before(d, i, od, oi)
+    };
+    if take {
+        (od, oi)
+    } else {
+        (d, i)
+    }
+}
+
+/// The 32 best candidates a warp has been offered, nearest first over its lanes (lane `r`
+/// holds the `r`-th; empty places `(f32::INFINITY, u32::MAX)`).
+///
+/// The warp offers 32 candidates at once, one per lane: they are sorted (15 compare-exchange
+/// steps), paired lane `r` with the kept list's `31 - r`-th so that the nearer of each pair
+/// are the 32 best in a bitonic order, and that order sorted (5 steps). A per-lane top-`K`
+/// costs `K` compare-exchanges per candidate offered and `K` rounds of shuffles to merge.
+#[derive(Clone, Copy)]
+pub struct WarpBest {
+    pair: (f32, u32),
+}
+
+impl Default for WarpBest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WarpBest {
+    /// Nothing kept.
+    #[inline(always)]
+    pub fn new() -> Self {
+        WarpBest {
+            pair: (f32::INFINITY, u32::MAX),
+        }
+    }
+
+    /// Offers each lane's `(dist, id)` (an empty place for none). Every lane of the warp must
+    /// call it. Candidates must be distinct, but for empty places.
+    #[inline(always)]
+    pub fn offer(&mut self, candidate: (f32, u32)) {
+        let (nd, ni) = warp_sort(candidate);
+        let (od, oi) = (warp::shfl_xor_f32(nd, 31), warp::shfl_xor_u32(ni, 31));
+        if before(od, oi, self.pair.0, self.pair.1) {
+            self.pair = (od, oi);
+        }
+        let mut j = 16;
+        while j > 0 {
+            self.pair = exchange(self.pair, 32, j);
+            j /= 2;
+        }
+    }
+
+    /// This lane's entry: the warp's `lane_id()`-th best.
+    #[inline(always)]
+    pub fn entry(&self) -> (f32, u32) {
+        self.pair
     }
 }
