@@ -115,7 +115,7 @@ pub fn merge(
 /// Any `K` candidates bound the query's `K`-th nearest by their farthest, so [`bound`]
 /// takes the best of two such bounds; only candidates no farther are kept, in shared
 /// memory (usually little more than `K` of a thousand or more), and each is written at its
-/// rank among them: a load of each candidate and a few short counts between four barriers,
+/// rank among them: a load of each candidate and a few short counts between three barriers,
 /// where merging the lists took `K` rounds of shuffles per warp and block one after another.
 #[inline(always)]
 fn merge_by_rank(dist: &[f32], ids: &[u32], mut emit: impl FnMut(usize, f32, u32)) -> bool {

@@ -147,6 +147,9 @@ fn scan_item<const QUADS: bool>(
     }
 }
 
+// Lanes `0..K` write an item's nearest from the warp's [`WarpBest`] of 32.
+const _: () = assert!(K <= 32);
+
 /// Four floats, 16-byte aligned: one vector load.
 #[repr(C, align(16))]
 struct Quad([f32; 4]);
