@@ -1,7 +1,7 @@
 //! Small batches: one search of up to `capacity` queries as the same stream work, either
 //! queued operation by operation ([`Submit::Launches`]) or replayed as one CUDA graph
 //! ([`Submit::Graph`]): the queries' copy from pinned memory, the output poisoning, the four
-//! kernels (coarse, plan, scan or pull-scan, merge) and the results' copy back.
+//! kernels (coarse, plan or plan_pairs, scan or pull-scan, merge) and the results' copy back.
 //!
 //! The graph is captured once per [`BatchSearch`], with copies and memsets sized for the
 //! capacity; when a batch has another size, the kernels' arguments and grids are updated in
@@ -32,17 +32,19 @@ use crate::data::Vectors;
 /// warps; the neighbours do not change (candidates are ordered by distance, then id). On the
 /// H100 (1 GiB index, nprobe 8, merge with a block per query) a batch took 243 instead of
 /// 324 us at 16 queries and 483 instead of 516 us at 64; larger batches keep the index's
-/// items (not measured here). The pull keeps the index's chunking: its cache counts copied
-/// chunks of that size.
+/// items (not measured here). With the scan's `WarpBest`, 32-row items were 4-6 us faster
+/// for one query but 5 us slower for 4 and 64 queries; 16-row items slower from 16 queries.
+/// The pull keeps the index's chunking: its cache counts copied chunks of that size.
 const FEW_PAIRS_CHUNK_ROWS: u32 = 64;
 
-/// See [`FEW_PAIRS_CHUNK_ROWS`].
+/// See [`FEW_PAIRS_CHUNK_ROWS`]; resident batches of at most this many pairs also plan with
+/// `plan_pairs`, whose pair order gives up `plan`'s sharing of a list's reads between pairs.
 const FEW_PAIRS: usize = 512;
 
 /// How a batch's work reaches the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submit {
-    /// Each copy, memset and kernel queued on its own (about a dozen driver calls).
+    /// Each copy, memset and kernel queued on its own (about ten driver calls).
     Launches,
     /// One replay of the captured graph.
     Graph,
