@@ -514,8 +514,8 @@ fn pair_plans_number_every_chunk_of_every_pair() {
     plan_pairs::launch(&Emulator::new(), cfg, &probes, index, out).unwrap();
     assert_eq!(totals, [0, items as u32, 0, 0]);
     let mut first = 0;
-    for p in 0..pairs {
-        assert_eq!(pair_cand_off[p] as usize, first, "pair {p}");
+    for (p, &offset) in pair_cand_off[..pairs].iter().enumerate() {
+        assert_eq!(offset as usize, first, "pair {p}");
         for c in 0..chunks(p) {
             assert_eq!(
                 (item_pair[first + c], item_chunk[first + c]),

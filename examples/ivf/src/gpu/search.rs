@@ -189,6 +189,44 @@ impl GpuIndex {
     }
 }
 
+/// The index's arrays as untracked kernel arguments (their stream tracking would end a
+/// graph capture, see `lookahead::untracked`), for [`IndexArgs`].
+struct IndexViews<'a> {
+    vectors: UntrackedManaged<'a, f32>,
+    offsets: U<'a, u64>,
+    ids: U<'a, u32>,
+    dim: u32,
+    chunk_rows: u32,
+}
+
+impl<'a> IndexViews<'a> {
+    fn new(
+        lists: &'a ManagedBuffer<f32>,
+        offsets: &'a CudaSlice<u64>,
+        ids: &'a CudaSlice<u32>,
+        s: &CudaStream,
+        shape: Shape,
+    ) -> Self {
+        IndexViews {
+            vectors: UntrackedManaged::new(lists),
+            offsets: U::new(offsets, s),
+            ids: U::new(ids, s),
+            dim: shape.dim as u32,
+            chunk_rows: shape.chunk_rows,
+        }
+    }
+
+    fn args(&self) -> IndexArgs<'_> {
+        IndexArgs {
+            vectors: &self.vectors,
+            offsets: &self.offsets,
+            ids: &self.ids,
+            dim: self.dim,
+            chunk_rows: self.chunk_rows,
+        }
+    }
+}
+
 impl Search<'_> {
     /// Every step, from uploading the queries to the results back on the host.
     #[allow(clippy::too_many_arguments)]
@@ -303,18 +341,8 @@ impl Search<'_> {
     /// The plan: probed lists, requests (through `queue`) or the pull's copy list, work items.
     pub(super) fn plan(&mut self, queue: RingQueue<'_>, pulling: bool) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let (vectors, offsets, ids) = (
-            UntrackedManaged::new(self.lists),
-            U::new(self.offsets, s),
-            U::new(self.ids, s),
-        );
-        let index = IndexArgs {
-            vectors: &vectors,
-            offsets: &offsets,
-            ids: &ids,
-            dim: sh.dim as u32,
-            chunk_rows: self.shape.chunk_rows,
-        };
+        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
+        let index = views.args();
         let pull = PullPlanArgs {
             copied: &mut UM::new(&mut self.pull.copied, s),
             copy_first: &mut UM::new(&mut b.copy_first, s),
@@ -339,18 +367,8 @@ impl Search<'_> {
     /// pair, nothing counted per list, asked for or copied.
     pub(super) fn plan_pairs(&mut self) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let (vectors, offsets, ids) = (
-            UntrackedManaged::new(self.lists),
-            U::new(self.offsets, s),
-            U::new(self.ids, s),
-        );
-        let index = IndexArgs {
-            vectors: &vectors,
-            offsets: &offsets,
-            ids: &ids,
-            dim: sh.dim as u32,
-            chunk_rows: sh.chunk_rows,
-        };
+        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
+        let index = views.args();
         let out = PairPlanOutArgs {
             pair_cand_off: &mut UM::prefix(&mut b.pair_cand_off, sh.pairs + 1, s)?,
             item_pair: &mut UM::prefix(&mut b.item_pair, sh.items, s)?,
@@ -403,11 +421,7 @@ impl Search<'_> {
         queue: RingQueue<'_>,
     ) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let (vectors, offsets, ids) = (
-            UntrackedManaged::new(self.lists),
-            U::new(self.offsets, s),
-            U::new(self.ids, s),
-        );
+        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
         let (queries, probes) = (
             U::prefix(&b.queries, sh.nq * sh.dim, s)?,
             U::prefix(&b.probes, sh.pairs, s)?,
@@ -421,13 +435,7 @@ impl Search<'_> {
         ivf_kernels::scan::launch(
             s,
             grid,
-            IndexArgs {
-                vectors: &vectors,
-                offsets: &offsets,
-                ids: &ids,
-                dim: sh.dim as u32,
-                chunk_rows: self.shape.chunk_rows,
-            },
+            views.args(),
             BatchArgs {
                 queries: &queries,
                 probes: &probes,
@@ -472,11 +480,7 @@ impl Search<'_> {
         wait_us: u32,
     ) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let (vectors, offsets, ids) = (
-            UntrackedManaged::new(self.lists),
-            U::new(self.offsets, s),
-            U::new(self.ids, s),
-        );
+        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
         let (queries, probes) = (
             U::prefix(&b.queries, sh.nq * sh.dim, s)?,
             U::prefix(&b.probes, sh.pairs, s)?,
@@ -492,13 +496,7 @@ impl Search<'_> {
         ivf_kernels::pull_scan::launch(
             s,
             grid,
-            IndexArgs {
-                vectors: &vectors,
-                offsets: &offsets,
-                ids: &ids,
-                dim: sh.dim as u32,
-                chunk_rows: self.shape.chunk_rows,
-            },
+            views.args(),
             BatchArgs {
                 queries: &queries,
                 probes: &probes,
