@@ -34,7 +34,8 @@ use crate::data::Vectors;
 /// 324 us at 16 queries and 483 instead of 516 us at 64; larger batches keep the index's
 /// items (not measured here). With the scan's `WarpBest`, 32-row items were 4-6 us faster
 /// for one query but 5 us slower for 4 and 64 queries; 16-row items slower from 16 queries.
-/// The pull keeps the index's chunking: its cache counts copied chunks of that size.
+/// The pull's batches use them too: its cache counts copy chunks of 64 KiB per list and a
+/// list's scan waits for the whole list, whatever the work items.
 const FEW_PAIRS_CHUNK_ROWS: u32 = 64;
 
 /// See [`FEW_PAIRS_CHUNK_ROWS`]; resident batches of at most this many pairs also plan with
@@ -147,10 +148,7 @@ impl GpuIndex {
         }
         self.prepare(params.policy)?;
         let dim = self.layout.dim;
-        let chunk_rows = match params.policy {
-            Policy::GpuPull => (self.chunk_rows, self.chunk_rows),
-            _ => (FEW_PAIRS_CHUNK_ROWS.min(self.chunk_rows), self.chunk_rows),
-        };
+        let chunk_rows = (FEW_PAIRS_CHUNK_ROWS.min(self.chunk_rows), self.chunk_rows);
         let shape = self.shape_of(capacity, params, chunk_rows.1)?;
         // The largest batch that scans the small items.
         let few = (FEW_PAIRS / shape.nprobe).clamp(1, capacity);
