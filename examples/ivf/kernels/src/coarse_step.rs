@@ -116,12 +116,14 @@ const DIM_TILE: usize = 16;
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
 const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;
 
-/// Centroid `c`'s squared distances to the block's first `queries` staged queries, summed
-/// in dimension order (as the CPU reference does). A tile's loads are issued before its
-/// sums: with a lane per centroid there are few warps, and one load in flight per lane kept
-/// the step waiting on memory once per dimension.
+/// Centroid `c`'s squared distances to the block's first `queries` staged queries (at most
+/// `Q`), summed in dimension order (as the CPU reference does). A tile's loads are issued
+/// before its sums: with a lane per centroid there are few warps, and one load in flight per
+/// lane kept the step waiting on memory once per dimension. `Q` is 1 for a block of one
+/// query: the absent queries' sums, skipped by predicate, were still issued.
 #[inline(always)]
-fn distances(
+#[allow(clippy::needless_range_loop)] // a counted loop keeps `acc` in registers
+fn distances<const Q: usize>(
     staged: SharedArray<f32, { QW * MAX_DIM }>,
     centroids_t: &[f32],
     dim: usize,
@@ -131,11 +133,11 @@ fn distances(
 ) -> [f32; QW] {
     let mut acc = [0.0f32; QW];
     let mut add = |d: usize, v: f32| {
-        for (j, a) in acc.iter_mut().enumerate() {
+        for j in 0..Q {
             if j < queries {
-                // SAFETY: j * MAX_DIM + d < QW * MAX_DIM (d < dim <= MAX_DIM).
+                // SAFETY: j * MAX_DIM + d < QW * MAX_DIM (j < Q <= QW, d < dim <= MAX_DIM).
                 let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - v;
-                *a += t * t;
+                acc[j] += t * t;
             }
         }
     };
@@ -243,8 +245,10 @@ pub fn coarse(
         let mut base = (slice * COARSE_WARPS + warp) * 32;
         while base < nlist {
             let c = base + lane;
-            let acc = if c < nlist {
-                distances(staged, centroids_t, dim, nlist, c, queries)
+            let acc = if c < nlist && queries == 1 {
+                distances::<1>(staged, centroids_t, dim, nlist, c, queries)
+            } else if c < nlist {
+                distances::<QW>(staged, centroids_t, dim, nlist, c, queries)
             } else {
                 [f32::INFINITY; QW]
             };
