@@ -55,6 +55,7 @@ pub fn plan(
         pairs,
         scratch,
         &mut out.pair_cand_off,
+        |_, _, _| {},
     );
     if thread_idx_x() == 0 {
         out.pair_cand_off[pairs] = cands;
@@ -204,7 +205,9 @@ fn request_lists(index: &Index, queue: &RequestQueue, wanted: &[u32]) {
 }
 
 /// Where each pair's candidate lists start: a prefix sum of the pairs' chunk counts; returns
-/// the total.
+/// the total. The block takes the pairs `threads` at a time; after each round every thread
+/// calls `each_round(base, first, chunks)` for pair `base + tid` (`chunks` 0 past the pairs),
+/// so the call may hold barriers.
 #[inline(always)]
 fn candidate_offsets(
     probes: &[u32],
@@ -213,6 +216,7 @@ fn candidate_offsets(
     pairs: usize,
     scratch: SharedArray<u32, SCRATCH_WORDS>,
     pair_cand_off: &mut DeviceSliceMut<u32>,
+    mut each_round: impl FnMut(usize, u32, u32),
 ) -> u32 {
     let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
     let mut before = 0u32;
@@ -228,6 +232,7 @@ fn candidate_offsets(
         if p < pairs {
             pair_cand_off[p] = before + c;
         }
+        each_round(base, before + c, n);
         before += total;
         base += threads;
     }
@@ -274,39 +279,36 @@ pub fn plan_pairs(probes: &[u32], index: Index, mut out: PairPlanOut) {
     let counts = shared_array!(u32; PLAN_THREADS as usize);
     let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
     let (warp, warps, lane) = (tid / 32, threads / 32, lane_id() as usize);
-    let (mut before, mut base) = (0u32, 0usize);
-    while base < pairs {
-        let p = base + tid;
-        let n = if p < pairs && (probes[p] as usize) < nlist {
-            chunks_of(&index, probes[p] as usize) as u32
-        } else {
-            0
-        };
-        let (c, total) = exclusive_sum(n, scratch);
-        if p < pairs {
-            out.pair_cand_off[p] = before + c;
-            firsts.set(tid, before + c);
-            counts.set(tid, n);
-        }
-        sync_threads(); // the round's offsets staged
-                        // A warp per pair, its lanes over the pair's chunks: a thread per pair wrote its
-                        // items one after another, and a warp loading each pair's offsets from memory
-                        // waited on each pair in turn.
+    let (item_pair, item_chunk) = (&mut out.item_pair, &mut out.item_chunk);
+    let write_items = |base: usize, first: u32, n: u32| {
+        firsts.set(tid, first);
+        counts.set(tid, n);
+        // The round's offsets staged, a warp per pair writes the pair's chunks with its lanes:
+        // a thread per pair wrote its items one after another, and a warp loading each pair's
+        // offsets from memory waited on each pair in turn.
+        sync_threads();
         let mut k = warp;
         while k < (pairs - base).min(threads) {
             let (first, n) = (firsts.get(k) as usize, counts.get(k) as usize);
             let mut ch = lane;
             while ch < n {
-                out.item_pair[first + ch] = (base + k) as u32;
-                out.item_chunk[first + ch] = ch as u32;
+                item_pair[first + ch] = (base + k) as u32;
+                item_chunk[first + ch] = ch as u32;
                 ch += 32;
             }
             k += warps.max(1);
         }
         sync_threads(); // the next round restages
-        before += total;
-        base += threads;
-    }
+    };
+    let before = candidate_offsets(
+        probes,
+        &index,
+        nlist,
+        pairs,
+        scratch,
+        &mut out.pair_cand_off,
+        write_items,
+    );
     if tid == 0 {
         out.pair_cand_off[pairs] = before;
         out.totals[0] = 0;

@@ -100,8 +100,6 @@ struct Captured {
 /// results, and (after the first [`Submit::Graph`] batch) the captured graph.
 pub struct BatchSearch {
     params: SearchParams,
-    /// Rows of a scan work item in batches of few pairs, and in the others.
-    chunk_rows: (u32, u32),
     capacity: usize,
     dim: usize,
     queries: Pinned<f32>,
@@ -148,7 +146,7 @@ impl GpuIndex {
         }
         self.prepare(params.policy)?;
         let dim = self.layout.dim;
-        let chunk_rows = (FEW_PAIRS_CHUNK_ROWS.min(self.chunk_rows), self.chunk_rows);
+        let chunk_rows = self.batch_chunk_rows();
         let shape = self.shape_of(capacity, params, chunk_rows.1)?;
         // The largest batch that scans the small items.
         let few = (FEW_PAIRS / shape.nprobe).clamp(1, capacity);
@@ -165,7 +163,6 @@ impl GpuIndex {
         self.buffers(need)?;
         Ok(BatchSearch {
             params,
-            chunk_rows,
             capacity,
             dim,
             queries: Pinned::new(capacity * dim)?,
@@ -215,10 +212,15 @@ impl GpuIndex {
         Ok((dist, ids))
     }
 
+    /// Rows of a scan work item in batches of few pairs, and in the others.
+    fn batch_chunk_rows(&self) -> (u32, u32) {
+        (FEW_PAIRS_CHUNK_ROWS.min(self.chunk_rows), self.chunk_rows)
+    }
+
     /// The shape of a batch of `nq` queries: the index's work items, or smaller ones for few
     /// (query, list) pairs.
     fn batch_shape(&self, batch: &BatchSearch, nq: usize) -> Result<Shape> {
-        let (small, large) = batch.chunk_rows;
+        let (small, large) = self.batch_chunk_rows();
         let shape = self.shape_of(nq, batch.params, large)?;
         if shape.pairs <= FEW_PAIRS && small != large {
             return self.shape_of(nq, batch.params, small);
@@ -230,11 +232,7 @@ impl GpuIndex {
         let shape = self.batch_shape(batch, queries.len())?;
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
-        run.batch_inputs(
-            &batch.queries,
-            shape.nq,
-            batch.params.policy == Policy::GpuPull,
-        )?;
+        run.batch_inputs(&batch.queries, shape.nq, batch.params)?;
         run.batch_kernels(batch.params, scan_blocks)?;
         run.batch_outputs(&mut batch.out_d, &mut batch.out_i, shape.nq)
     }
@@ -242,7 +240,6 @@ impl GpuIndex {
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
         let shape = self.batch_shape(batch, queries.len())?;
         let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
-        let pulling = batch.params.policy == Policy::GpuPull;
         if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
             // The buffers were reallocated by a larger search: capture again.
             batch.graph = None;
@@ -252,7 +249,7 @@ impl GpuIndex {
         match &mut batch.graph {
             None => {
                 let (graph, ()) = Graph::capture(&stream, || {
-                    run.batch_inputs(&batch.queries, cap, pulling)?;
+                    run.batch_inputs(&batch.queries, cap, batch.params)?;
                     run.batch_kernels(batch.params, scan_blocks)?;
                     run.batch_outputs(&mut batch.out_d, &mut batch.out_i, cap)
                 })?;
@@ -290,12 +287,17 @@ impl GpuIndex {
 impl Search<'_> {
     /// The first `rows` queries up from pinned memory; their outputs poisoned; pulling, the
     /// pull's counters cleared.
-    fn batch_inputs(&mut self, queries: &Pinned<f32>, rows: usize, pulling: bool) -> Result<()> {
+    fn batch_inputs(
+        &mut self,
+        queries: &Pinned<f32>,
+        rows: usize,
+        params: SearchParams,
+    ) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
         let q = UM::prefix(&mut self.b.queries, rows * sh.dim, s)?;
         copy_to_device(q.device_ptr(), &queries.slice()[..rows * sh.dim], s)?;
         self.poison_outputs(rows)?;
-        if pulling {
+        if params.policy == Policy::GpuPull {
             self.clear_pull_work()?;
         }
         Ok(())
