@@ -208,7 +208,7 @@ impl Inputs<'_> {
             self.emu,
             ivf_kernels::coarse_config(self.queries.len()),
             &self.queries.data,
-            &self.layout.centroids_transposed(),
+            &self.layout.centroids_quads(),
             shape,
             &mut probes,
             &mut Vec::new(),

@@ -76,9 +76,9 @@ impl IvfLayout {
             .for_each(|(dst, &id)| dst.copy_from_slice(data.row(id as usize)));
     }
 
-    /// The centroids transposed (`dim x nlist`), the layout the coarse kernel reads.
-    pub fn centroids_transposed(&self) -> Vec<f32> {
-        transpose(&self.centroids, self.dim)
+    /// The centroids in quads (see [`interleave_quads`]), the layout the coarse kernel reads.
+    pub fn centroids_quads(&self) -> Vec<f32> {
+        interleave_quads(&self.centroids, self.dim)
     }
 
     /// Total bytes of the lists in `lists` (each counted once).
@@ -92,13 +92,17 @@ impl IvfLayout {
     }
 }
 
-/// `rows` (row-major, `cols` floats per row) transposed to `cols x (rows.len() / cols)`.
-pub fn transpose(rows: &[f32], cols: usize) -> Vec<f32> {
-    let n = rows.len() / cols.max(1);
-    let mut out = vec![0.0; n * cols];
-    for (r, row) in rows.chunks(cols.max(1)).enumerate() {
+/// `rows` (row-major, `cols` floats per row) as quads: `cols.div_ceil(4) x n x 4` for `n =
+/// rows.len() / cols` rows, where quad `k` of row `r` (its columns `4k..4k + 4`, zero past
+/// `cols`) is at `(k * n + r) * 4`. The coarse kernel reads it so that a warp's 32 lanes,
+/// one row each, load 512 consecutive bytes, 4 columns each.
+pub fn interleave_quads(rows: &[f32], cols: usize) -> Vec<f32> {
+    let cols = cols.max(1);
+    let n = rows.len() / cols;
+    let mut out = vec![0.0; cols.div_ceil(4) * n * 4];
+    for (r, row) in rows.chunks_exact(cols).enumerate() {
         for (c, &x) in row.iter().enumerate() {
-            out[c * n + r] = x;
+            out[((c / 4) * n + r) * 4 + c % 4] = x;
         }
     }
     out

@@ -323,7 +323,8 @@ fn pulled_lists_give_the_same_answer() {
 
 /// The coarse step split into slices (the grid's `y`) and merged by `coarse_merge` gives the
 /// one-slice probes, for several slice counts, nprobe values and query counts; and the
-/// probes are the CPU reference's nearest centroids.
+/// probes are the CPU reference's nearest centroids, from aligned centroids (vector loads)
+/// and unaligned ones, with a dimension that is not a multiple of 4 (padded quads).
 #[test]
 fn sliced_coarse_steps_give_the_same_probes() {
     use ivf_kernels::{coarse, coarse_config, coarse_merge, coarse_sliced_config, CoarseShape};
@@ -331,7 +332,7 @@ fn sliced_coarse_steps_give_the_same_probes() {
     let seed = fresh_seed();
     println!("seed {seed}");
     // 700 centroids: slices of 256 (a block's threads) apart, so up to 3 slices hold some.
-    let (dim, nlist) = (12usize, 700usize);
+    let (dim, nlist) = (13usize, 700usize);
     let spec = Clusters {
         dim,
         clusters: 50,
@@ -341,7 +342,13 @@ fn sliced_coarse_steps_give_the_same_probes() {
     };
     let centroids = spec.points(nlist, 0, None).data;
     let all_queries = spec.points(40, 1, None);
-    let centroids_t = lookahead_ivf::index::transpose(&centroids, dim);
+    let centroids_q = lookahead_ivf::index::interleave_quads(&centroids, dim);
+    // The same floats 4 bytes past a 16-byte boundary.
+    let mut shifted = vec![0.0f32; centroids_q.len() + 4];
+    let skip = 1 + (4 - shifted.as_ptr() as usize / 4 % 4) % 4;
+    shifted[skip..skip + centroids_q.len()].copy_from_slice(&centroids_q);
+    let unaligned = &shifted[skip..skip + centroids_q.len()];
+    assert_ne!(unaligned.as_ptr() as usize % 16, 0);
     let emu = Emulator::new();
     for nq in [1usize, 5, 40] {
         let queries = &all_queries.data[..nq * dim];
@@ -357,7 +364,7 @@ fn sliced_coarse_steps_give_the_same_probes() {
                 &emu,
                 coarse_config(nq),
                 queries,
-                &centroids_t,
+                &centroids_q,
                 shape,
                 &mut one,
                 &mut Vec::new(),
@@ -371,6 +378,22 @@ fn sliced_coarse_steps_give_the_same_probes() {
                     "query {q}, nprobe {nprobe}"
                 );
             }
+            let mut from_unaligned = vec![u32::MAX; nq * nprobe];
+            let cfg = coarse_config(nq);
+            coarse::launch(
+                &emu,
+                cfg,
+                queries,
+                unaligned,
+                shape,
+                &mut from_unaligned,
+                &mut Vec::new(),
+            )
+            .unwrap();
+            assert_eq!(
+                from_unaligned, one,
+                "unaligned, {nq} queries, nprobe {nprobe}"
+            );
             for slices in [2usize, 3, 7] {
                 let mut partial = vec![u32::MAX; nq * nprobe * slices];
                 let cfg = coarse_sliced_config(nq, slices);
@@ -379,7 +402,7 @@ fn sliced_coarse_steps_give_the_same_probes() {
                     &emu,
                     cfg,
                     queries,
-                    &centroids_t,
+                    &centroids_q,
                     shape,
                     &mut partial,
                     &mut dist,

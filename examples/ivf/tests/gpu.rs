@@ -350,7 +350,7 @@ fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
     let centroids = spec.points(nlist, 0, None).data;
     let all = spec.points(64, 1, None);
     let ct = s
-        .clone_htod(&lookahead_ivf::index::transpose(&centroids, dim))
+        .clone_htod(&lookahead_ivf::index::interleave_quads(&centroids, dim))
         .unwrap();
     let shape = CoarseShape {
         dim: dim as u32,

@@ -110,61 +110,133 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
     (bd, bi)
 }
 
-/// Dimensions of a centroid one lane of [`coarse`] loads at once.
-const DIM_TILE: usize = 16;
-
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
 const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;
 
-/// Centroid `c`'s squared distances to the block's first `queries` staged queries (at most
-/// `Q`), summed in dimension order (as the CPU reference does). A tile's loads are issued
-/// before its sums: with a lane per centroid there are few warps, and one load in flight per
-/// lane kept the step waiting on memory once per dimension. `Q` is 1 for a block of one
-/// query: the absent queries' sums, skipped by predicate, were still issued.
+/// Four floats, 16-byte aligned: one vector load.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Quad([f32; 4]);
+
+/// Quad `k` of centroid `c` in the interleaved layout (`quads x nlist x 4`), by one vector
+/// load when `ALIGNED`.
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // a counted loop keeps `acc` in registers
-fn distances<const Q: usize>(
+fn load_quad<const ALIGNED: bool>(centroids: &[f32], nlist: usize, k: usize, c: usize) -> [f32; 4] {
+    let at = (k * nlist + c) * 4;
+    // SAFETY: the caller checked k < quads, c < nlist and centroids.len() >= quads * nlist *
+    // 4, so at + 4 <= centroids.len(); when ALIGNED the slice is 16-byte aligned and at a
+    // multiple of 4 floats.
+    unsafe {
+        if ALIGNED {
+            centroids.as_ptr().add(at).cast::<Quad>().read().0
+        } else {
+            let p = centroids.as_ptr().add(at);
+            [*p, *p.add(1), *p.add(2), *p.add(3)]
+        }
+    }
+}
+
+/// [`distances`]' arguments: the staged queries, the centroids in quads, their quads and
+/// count, the centroid.
+type DistanceArgs<'a> = (
+    SharedArray<f32, { QW * MAX_DIM }>,
+    &'a [f32],
+    usize,
+    usize,
+    usize,
+);
+
+/// Centroid `c`'s squared distances to the block's first `Q` staged queries (zero where the
+/// block has fewer), summed in dimension order (as the CPU reference does; the padding
+/// dimensions, zero on both sides, add exact zeros). A tile's loads are issued before its
+/// sums: with a lane per centroid there are few warps, and the step waits on memory once per
+/// tile. `Q` is 1 for a block of one query, `QW` otherwise; `TILE` is the quads (4
+/// dimensions each) a lane loads at once.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // counted loops keep `acc` and the tile in registers
+fn distances<const Q: usize, const TILE: usize, const ALIGNED: bool>(
+    (staged, centroids, quads, nlist, c): DistanceArgs,
+) -> [f32; QW] {
+    const { assert!((MAX_DIM / 4) % TILE == 0) };
+    let mut acc = [0.0f32; QW];
+    let mut k0 = 0;
+    while k0 < quads {
+        let mut tile = [[0.0f32; 4]; TILE];
+        for u in 0..TILE {
+            if k0 + u < quads {
+                tile[u] = load_quad::<ALIGNED>(centroids, nlist, k0 + u, c);
+            }
+        }
+        // Unconditional sums (predicates kept these loops rolled, and the tile in local
+        // memory): past `quads` and past the block's queries both sides are zero.
+        for u in 0..TILE {
+            for e in 0..4 {
+                let d = 4 * (k0 + u) + e;
+                for j in 0..Q {
+                    // SAFETY: j * MAX_DIM + d < QW * MAX_DIM: j < Q <= QW, and d < 4 * (k0 +
+                    // TILE) <= MAX_DIM since k0 < quads <= MAX_DIM / 4 and TILE divides
+                    // MAX_DIM / 4.
+                    let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - tile[u][e];
+                    acc[j] += t * t;
+                }
+            }
+        }
+        k0 += TILE;
+    }
+    acc
+}
+
+/// [`distances`] for `queries` (1 or more) with the right specialisation. Unaligned
+/// centroids (never from a device allocation) load a quad at a time, as scalars: their
+/// tiles went to local memory.
+#[inline(always)]
+fn centroid_distances(
     staged: SharedArray<f32, { QW * MAX_DIM }>,
-    centroids_t: &[f32],
-    dim: usize,
+    centroids: &[f32],
+    quads: usize,
     nlist: usize,
     c: usize,
     queries: usize,
 ) -> [f32; QW] {
-    let mut acc = [0.0f32; QW];
-    let mut add = |d: usize, v: f32| {
-        for j in 0..Q {
-            if j < queries {
-                // SAFETY: j * MAX_DIM + d < QW * MAX_DIM (j < Q <= QW, d < dim <= MAX_DIM).
-                let t = unsafe { staged.get_unchecked(j * MAX_DIM + d) } - v;
-                acc[j] += t * t;
-            }
-        }
-    };
-    // SAFETY (loads): d < dim and c < nlist, and the caller checked that centroids_t holds
-    // dim * nlist floats.
-    let load = |d: usize| unsafe { *centroids_t.get_unchecked(d * nlist + c) };
-    let mut d0 = 0;
-    // Whole tiles, with constant trip counts so that the tile stays in registers.
-    while d0 + DIM_TILE <= dim {
-        let mut cv = [0.0f32; DIM_TILE];
-        for (u, v) in cv.iter_mut().enumerate() {
-            *v = load(d0 + u);
-        }
-        for (u, &v) in cv.iter().enumerate() {
-            add(d0 + u, v);
-        }
-        d0 += DIM_TILE;
+    let aligned = centroids.as_ptr() as usize % core::mem::align_of::<Quad>() == 0;
+    let args = (staged, centroids, quads, nlist, c);
+    match (queries == 1, aligned) {
+        (true, true) => distances::<1, 8, true>(args),
+        (false, true) => distances::<QW, 4, true>(args),
+        (true, false) => distances::<1, 1, false>(args),
+        (false, false) => distances::<QW, 1, false>(args),
     }
-    for d in d0..dim {
-        add(d, load(d));
+}
+
+/// Offers centroid `c`'s distances to the lists of the block's first `queries` queries.
+/// Written out query by query: a loop over the lists stayed rolled (`offer` has a loop of
+/// its own) and put them in local memory.
+#[inline(always)]
+fn offer_all(
+    lists: &mut [WarpList; QW],
+    nprobe: usize,
+    queries: usize,
+    offer: bool,
+    acc: &[f32; QW],
+    c: u32,
+) {
+    let [l0, l1, l2, l3] = lists;
+    l0.offer(nprobe, offer, acc[0], c);
+    if queries > 1 {
+        l1.offer(nprobe, offer, acc[1], c);
     }
-    acc
+    if queries > 2 {
+        l2.offer(nprobe, offer, acc[2], c);
+    }
+    if queries > 3 {
+        l3.offer(nprobe, offer, acc[3], c);
+    }
 }
 
 /// Each warp's best `nprobe` for each of the block's first `queries` queries into shared
 /// memory at `(query * COARSE_WARPS + warp) * MAX_NPROBE`.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // a counted loop keeps `lists` in registers
 fn warp_lists_to_shared(
     lists: &[WarpList; QW],
     nprobe: usize,
@@ -174,13 +246,16 @@ fn warp_lists_to_shared(
     best_i: SharedArray<u32, WARP_LISTS>,
 ) {
     let lane = lane_id() as usize;
-    for (j, list) in lists.iter().enumerate() {
+    for j in 0..QW {
         let at = (j * COARSE_WARPS + warp) * MAX_NPROBE;
-        for (r, (d, i)) in [(lane, list.lo), (lane + 32, list.hi)] {
-            if j < queries && r < nprobe {
-                best_d.set(at + r, d);
-                best_i.set(at + r, i);
-            }
+        let list = lists[j];
+        if j < queries && lane < nprobe {
+            best_d.set(at + lane, list.lo.0);
+            best_i.set(at + lane, list.lo.1);
+        }
+        if j < queries && lane + 32 < nprobe {
+            best_d.set(at + lane + 32, list.hi.0);
+            best_i.set(at + lane + 32, list.hi.1);
         }
     }
 }
@@ -194,16 +269,17 @@ fn warp_lists_to_shared(
 ///
 /// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
 /// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK) queries. The block's queries
-/// are staged in shared memory; its warps split the centroids, and each lane reads
-/// `centroids_t` (the centroids transposed, `dim x nlist`) so that 32 lanes load 32
-/// consecutive floats, computing its centroid's distance to all of the block's queries from
-/// one load. Each warp keeps a sorted `nprobe` nearest per query spread over its lanes'
+/// are staged in shared memory; its warps split the centroids, and each lane reads its
+/// centroid from `centroids_q` (the centroids in quads, `dim.div_ceil(4) x nlist x 4`, zero
+/// past `dim`: see `interleave_quads` on the host) 4 dimensions at a time, so that 32 lanes
+/// load 512 consecutive bytes, computing its centroid's distance to all of the block's
+/// queries from one load. Each warp keeps a sorted `nprobe` nearest per query spread over its lanes'
 /// registers ([`WarpList`]), writes it to shared memory, and one warp per query merges the
 /// warps' lists. Distances are summed in dimension order, exactly as the CPU reference does.
 #[kernel]
 pub fn coarse(
     queries: &[f32],
-    centroids_t: &[f32],
+    centroids_q: &[f32],
     shape: CoarseShape,
     out: &mut [u32],
     out_dist: &mut [f32],
@@ -220,12 +296,14 @@ pub fn coarse(
     let staged = shared_array!(f32; QW * MAX_DIM);
     let best_d = shared_array!(f32; WARP_LISTS);
     let best_i = shared_array!(u32; WARP_LISTS);
-    let usable = dim > 0 && dim <= MAX_DIM && nprobe > 0 && centroids_t.len() >= dim * nlist;
+    let quads = dim.div_ceil(4);
+    let usable = dim > 0 && dim <= MAX_DIM && nprobe > 0 && centroids_q.len() >= quads * nlist * 4;
     if usable {
+        // The queries, zero past `dim` and past the last query (`distances` sums those).
         let mut f = thread_idx_x() as usize;
-        while f < QW * dim {
-            let (j, d) = (f / dim, f % dim);
-            let v = if q0 + j < nq {
+        while f < QW * MAX_DIM {
+            let (j, d) = (f / MAX_DIM, f % MAX_DIM);
+            let v = if q0 + j < nq && d < dim {
                 queries[(q0 + j) * dim + d]
             } else {
                 0.0
@@ -245,18 +323,12 @@ pub fn coarse(
         let mut base = (slice * COARSE_WARPS + warp) * 32;
         while base < nlist {
             let c = base + lane;
-            let acc = if c < nlist && queries == 1 {
-                distances::<1>(staged, centroids_t, dim, nlist, c, queries)
-            } else if c < nlist {
-                distances::<QW>(staged, centroids_t, dim, nlist, c, queries)
+            let acc = if c < nlist {
+                centroid_distances(staged, centroids_q, quads, nlist, c, queries)
             } else {
                 [f32::INFINITY; QW]
             };
-            for (j, list) in lists.iter_mut().enumerate() {
-                if j < queries {
-                    list.offer(nprobe, c < nlist, acc[j], c as u32);
-                }
-            }
+            offer_all(&mut lists, nprobe, queries, c < nlist, &acc, c as u32);
             base += COARSE_WARPS * 32 * slices;
         }
     }

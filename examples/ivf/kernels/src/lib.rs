@@ -5,7 +5,7 @@
 //! [`Candidates`]):
 //!
 //! 1. [`coarse`]: each query's `nprobe` nearest centroids (a warp per
-//!    [`COARSE_QUERIES_PER_BLOCK`] queries over the transposed centroids);
+//!    [`COARSE_QUERIES_PER_BLOCK`] queries over the centroids in quads);
 //! 2. [`plan`]: one block turns the (query, probe) pairs into the probed lists, asks the
 //!    host for all of them at once through a request queue (GPU-driven migration), and cuts
 //!    the lists into chunks of work items, one per (pair, chunk); [`plan_pairs`] writes the

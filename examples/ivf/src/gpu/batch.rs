@@ -1,10 +1,12 @@
 //! Small batches: one search of up to `capacity` queries as the same stream work, either
 //! queued operation by operation ([`Submit::Launches`]) or replayed as one CUDA graph
-//! ([`Submit::Graph`]): the queries' copy from pinned memory, the output poisoning, the four
-//! kernels (coarse, plan or plan_pairs, scan or pull-scan, merge) and the results' copy back.
+//! ([`Submit::Graph`]): the queries' copy from pinned memory (and, pulling, the pull's
+//! counters cleared), then the kernels (coarse, plan or plan_pairs, scan or pull-scan,
+//! merge). The merge writes the neighbours straight into mapped host memory, which the host
+//! poisons before each batch: no memsets or copies for the results.
 //!
-//! The graph is captured once per [`BatchSearch`], with copies and memsets sized for the
-//! capacity; when a batch has another size, the kernels' arguments and grids are updated in
+//! The graph is captured once per [`BatchSearch`], with its copy sized for the capacity;
+//! when a batch has another size, the kernels' arguments and grids are updated in
 //! the instantiated graph ([`lookahead::graph::Graph::update`]), not captured again. Only
 //! policies whose search is stream work alone can be a graph: everything resident
 //! ([`Policy::Faults`] after [`GpuIndex::make_resident`]) and the GPU-driven pull
@@ -16,12 +18,12 @@ use cudarc::driver::{result, sys, CudaStream};
 use ivf_kernels::{HINT_NONE, K, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS};
 use lookahead::graph::Graph;
 use lookahead::launch::LaunchConfig;
-use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
-use lookahead::{DriverContext, Error, Result};
+use lookahead::untracked::UntrackedMut as UM;
+use lookahead::{DriverContext, Error, MappedBuffer, Result};
 use lookahead_uvm::{Policy, RingQueue};
 
 use super::buffers::Capacity;
-use super::search::{Search, Shape, POISON_ID};
+use super::search::{Search, Shape, POISON_DIST, POISON_ID};
 use super::{BuffersId, GpuIndex, SearchParams};
 use crate::data::Vectors;
 
@@ -51,43 +53,6 @@ pub enum Submit {
     Graph,
 }
 
-/// Page-locked host memory of `len` elements of `T`, for the batch's copies. Not cudarc's
-/// `PinnedHostSlice`: its accessors synchronise an event, which the driver refuses while the
-/// stream is being captured (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, seen on the H100).
-struct Pinned<T> {
-    ptr: *mut T,
-    len: usize,
-}
-
-impl<T: Copy + Default> Pinned<T> {
-    fn new(len: usize) -> Result<Self> {
-        let bytes = len.max(1) * std::mem::size_of::<T>();
-        // SAFETY: a plain allocation, freed in `drop`.
-        let ptr = unsafe { result::malloc_host(bytes, 0) }.during_alloc("cuMemHostAlloc", bytes)?;
-        let ptr = ptr as *mut T;
-        // SAFETY: `len` elements were just allocated; `T: Copy` has no drop.
-        unsafe { std::slice::from_raw_parts_mut(ptr, len).fill(T::default()) };
-        Ok(Pinned { ptr, len })
-    }
-
-    fn slice(&self) -> &[T] {
-        // SAFETY: `len` initialised elements, alive as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    fn slice_mut(&mut self) -> &mut [T] {
-        // SAFETY: as in `slice`, borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl<T> Drop for Pinned<T> {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `cuMemHostAlloc` in `new`; its stream work was waited for.
-        unsafe { result::free_host(self.ptr as *mut std::ffi::c_void) }.ok();
-    }
-}
-
 /// A captured graph, the buffers its addresses are of, and the batch size its kernel nodes
 /// are set for.
 struct Captured {
@@ -96,15 +61,15 @@ struct Captured {
     nq: usize,
 }
 
-/// The small-batch search of one index under one policy: pinned buffers for queries and
-/// results, and (after the first [`Submit::Graph`] batch) the captured graph.
+/// The small-batch search of one index under one policy: mapped host buffers for queries
+/// and results, and (after the first [`Submit::Graph`] batch) the captured graph.
 pub struct BatchSearch {
     params: SearchParams,
     capacity: usize,
     dim: usize,
-    queries: Pinned<f32>,
-    out_d: Pinned<f32>,
-    out_i: Pinned<u32>,
+    queries: MappedBuffer<f32>,
+    out_d: MappedBuffer<f32>,
+    out_i: MappedBuffer<u32>,
     graph: Option<Captured>,
     queued_in: std::time::Duration,
 }
@@ -165,9 +130,9 @@ impl GpuIndex {
             params,
             capacity,
             dim,
-            queries: Pinned::new(capacity * dim)?,
-            out_d: Pinned::new(capacity * K)?,
-            out_i: Pinned::new(capacity * K)?,
+            queries: MappedBuffer::new(&self.gpu, capacity * dim)?,
+            out_d: MappedBuffer::new(&self.gpu, capacity * K)?,
+            out_i: MappedBuffer::new(&self.gpu, capacity * K)?,
             graph: None,
             queued_in: std::time::Duration::ZERO,
         })
@@ -191,7 +156,9 @@ impl GpuIndex {
                 ),
             });
         }
-        batch.queries.slice_mut()[..queries.data.len()].copy_from_slice(&queries.data);
+        batch.queries.host_mut()[..queries.data.len()].copy_from_slice(&queries.data);
+        batch.out_d.host_mut()[..nq * K].fill(f32::from_bits(POISON_DIST));
+        batch.out_i.host_mut()[..nq * K].fill(POISON_ID);
         let queueing = std::time::Instant::now();
         match submit {
             Submit::Launches => self.batch_by_launches(batch, queries)?,
@@ -200,8 +167,8 @@ impl GpuIndex {
         batch.queued_in = queueing.elapsed();
         self.stream.synchronize().during("cuStreamSynchronize")?;
         let (dist, ids) = (
-            batch.out_d.slice()[..nq * K].to_vec(),
-            batch.out_i.slice()[..nq * K].to_vec(),
+            batch.out_d.host()[..nq * K].to_vec(),
+            batch.out_i.host()[..nq * K].to_vec(),
         );
         if let Some(at) = ids.iter().position(|&i| i == POISON_ID) {
             return Err(Error::UnwrittenOutput {
@@ -233,8 +200,15 @@ impl GpuIndex {
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
         run.batch_inputs(&batch.queries, shape.nq, batch.params)?;
-        run.batch_kernels(batch.params, scan_blocks)?;
-        run.batch_outputs(&mut batch.out_d, &mut batch.out_i, shape.nq)
+        // SAFETY: `search_batch` waits for the stream before the host touches the outputs.
+        unsafe {
+            run.batch_kernels(
+                batch.params,
+                scan_blocks,
+                &mut batch.out_d,
+                &mut batch.out_i,
+            )
+        }
     }
 
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
@@ -248,10 +222,13 @@ impl GpuIndex {
         let mut run = self.begin(shape);
         match &mut batch.graph {
             None => {
+                let (out_d, out_i) = (&mut batch.out_d, &mut batch.out_i);
                 let (graph, ()) = Graph::capture(&stream, || {
                     run.batch_inputs(&batch.queries, cap, batch.params)?;
-                    run.batch_kernels(batch.params, scan_blocks)?;
-                    run.batch_outputs(&mut batch.out_d, &mut batch.out_i, cap)
+                    // SAFETY: replays run before `search_batch` waits for the stream and
+                    // reads the outputs; the graph is dropped with `batch`, its buffers'
+                    // owner.
+                    unsafe { run.batch_kernels(batch.params, scan_blocks, out_d, out_i) }
                 })?;
                 graph.upload()?;
                 batch.graph = Some(Captured {
@@ -261,10 +238,12 @@ impl GpuIndex {
                 });
             }
             Some(c) if c.nq != shape.nq => {
-                // SAFETY: the same buffers (checked above), with the new batch's prefixes.
+                let (out_d, out_i) = (&mut batch.out_d, &mut batch.out_i);
+                // SAFETY: the same buffers (checked above), with the new batch's prefixes;
+                // the outputs as in the capture.
                 let updated = unsafe {
                     c.graph
-                        .update(|| run.batch_kernels(batch.params, scan_blocks))
+                        .update(|| run.batch_kernels(batch.params, scan_blocks, out_d, out_i))
                 };
                 if updated.is_err() {
                     // Another kernel sequence (the coarse step sliced or not): capture again.
@@ -285,26 +264,35 @@ impl GpuIndex {
 }
 
 impl Search<'_> {
-    /// The first `rows` queries up from pinned memory; their outputs poisoned; pulling, the
-    /// pull's counters cleared.
+    /// The first `rows` queries up from pinned memory; pulling, the pull's counters cleared.
     fn batch_inputs(
         &mut self,
-        queries: &Pinned<f32>,
+        queries: &MappedBuffer<f32>,
         rows: usize,
         params: SearchParams,
     ) -> Result<()> {
         let (s, sh) = (self.s, self.shape);
         let q = UM::prefix(&mut self.b.queries, rows * sh.dim, s)?;
-        copy_to_device(q.device_ptr(), &queries.slice()[..rows * sh.dim], s)?;
-        self.poison_outputs(rows)?;
+        copy_to_device(q.device_ptr(), &queries.host()[..rows * sh.dim], s)?;
         if params.policy == Policy::GpuPull {
             self.clear_pull_work()?;
         }
         Ok(())
     }
 
-    /// Coarse, plan, scan (or pull-scan) and merge for the current shape.
-    fn batch_kernels(&mut self, params: SearchParams, scan_blocks: u32) -> Result<()> {
+    /// Coarse, plan, scan (or pull-scan) and merge for the current shape; the merge writes
+    /// the first `nq * K` entries of `out_d` and `out_i`.
+    ///
+    /// # Safety
+    /// The host must not touch `out_d` and `out_i` until the stream (or the graph this is
+    /// captured into, each replay) has finished this work.
+    unsafe fn batch_kernels(
+        &mut self,
+        params: SearchParams,
+        scan_blocks: u32,
+        out_d: &mut MappedBuffer<f32>,
+        out_i: &mut MappedBuffer<u32>,
+    ) -> Result<()> {
         let pulling = params.policy == Policy::GpuPull;
         self.coarse()?;
         if pulling || self.shape.pairs > FEW_PAIRS {
@@ -328,21 +316,11 @@ impl Search<'_> {
         } else {
             self.scan(grid, HINT_NONE, RingQueue::disabled())?;
         }
-        self.merge()
-    }
-
-    /// The first `rows` queries' results down into pinned memory.
-    fn batch_outputs(
-        &mut self,
-        out_d: &mut Pinned<f32>,
-        out_i: &mut Pinned<u32>,
-        rows: usize,
-    ) -> Result<()> {
-        let (s, words) = (self.s, rows * K);
-        let d = U::prefix(&self.b.out_d, words, s)?;
-        copy_to_host(&mut out_d.slice_mut()[..words], d.device_ptr(), s)?;
-        let i = U::prefix(&self.b.out_i, words, s)?;
-        copy_to_host(&mut out_i.slice_mut()[..words], i.device_ptr(), s)
+        let words = self.shape.nq * K;
+        // SAFETY: the caller's contract.
+        let (mut d, mut i) =
+            unsafe { (out_d.kernel_view_mut(words)?, out_i.kernel_view_mut(words)?) };
+        self.merge_into(&mut d, &mut i)
     }
 }
 
@@ -350,9 +328,4 @@ fn copy_to_device<T>(dst: sys::CUdeviceptr, src: &[T], s: &CudaStream) -> Result
     // SAFETY: the caller's device buffer holds `src.len()` elements; `src` is pinned memory
     // that outlives the copy (the batch search waits for its stream).
     unsafe { result::memcpy_htod_async(dst, src, s.cu_stream()) }.during("cuMemcpyHtoDAsync")
-}
-
-fn copy_to_host<T>(dst: &mut [T], src: sys::CUdeviceptr, s: &CudaStream) -> Result<()> {
-    // SAFETY: as in `copy_to_device`, the other way.
-    unsafe { result::memcpy_dtoh_async(dst, src, s.cu_stream()) }.during("cuMemcpyDtoHAsync")
 }

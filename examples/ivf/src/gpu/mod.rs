@@ -34,7 +34,7 @@ pub struct GpuIndex {
     lists: ManagedBuffer<f32>,
     offsets: CudaSlice<u64>,
     ids: CudaSlice<u32>,
-    centroids_t: CudaSlice<f32>,
+    centroids_q: CudaSlice<f32>,
     /// Whether the lists have accessed-by advice for this GPU (see [`GpuIndex::map_for_gpu`]).
     mapped_for_gpu: bool,
     /// Whether mapping also sets the preferred location to the host.
@@ -195,8 +195,8 @@ impl GpuIndex {
         layout.scatter(data, &mut lists.as_mut_slice()?[..data.data.len()]);
         let offsets = stream.clone_htod(&layout.offsets).during("cuMemcpyHtoD")?;
         let ids = stream.clone_htod(&layout.ids).during("cuMemcpyHtoD")?;
-        let centroids_t = stream
-            .clone_htod(&layout.centroids_transposed())
+        let centroids_q = stream
+            .clone_htod(&layout.centroids_quads())
             .during("cuMemcpyHtoD")?;
         let max_list_len = (0..layout.nlist())
             .map(|l| layout.list_len(l))
@@ -224,7 +224,7 @@ impl GpuIndex {
             lists,
             offsets,
             ids,
-            centroids_t,
+            centroids_q,
             mapped_for_gpu: false,
             prefer_host: false,
             pull: PullCache { data: None, copied },
@@ -443,7 +443,7 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
     let stream = gpu.context().new_stream().during("cuStreamCreate")?;
     let nlist = centroids.len() / data.dim.max(1);
     let dc = stream
-        .clone_htod(&crate::index::transpose(centroids, data.dim))
+        .clone_htod(&crate::index::interleave_quads(centroids, data.dim))
         .during("cuMemcpyHtoD")?;
     let mut out = Vec::with_capacity(data.len());
     // One slice: the probes need no distances (a zero-length output skips them).

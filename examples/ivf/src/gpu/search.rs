@@ -14,7 +14,7 @@ use ivf_kernels::{
     PullPlanArgs, WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM,
     READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
-use lookahead::launch::LaunchConfig;
+use lookahead::launch::{GpuMemory, KernelSliceMut, LaunchConfig};
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
 use lookahead::{ByteRange, DriverContext, Error, Location, ManagedBuffer, PrefetchTicket, Result};
 use lookahead_uvm::{policy, Policy, RingQueue};
@@ -27,7 +27,7 @@ use crate::index::IvfLayout;
 /// Bits written into every output word before a search; any left afterwards is a result
 /// the kernels failed to write.
 pub(super) const POISON_ID: u32 = 0xFFFF_FFFE;
-const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
+pub(super) const POISON_DIST: u32 = 0x7FC0_0001; // a NaN
 
 /// The sizes one search works with.
 #[derive(Debug, Clone, Copy)]
@@ -53,7 +53,7 @@ pub(super) struct Search<'a> {
     lists: &'a ManagedBuffer<f32>,
     offsets: &'a CudaSlice<u64>,
     ids: &'a CudaSlice<u32>,
-    centroids_t: &'a CudaSlice<f32>,
+    centroids_q: &'a CudaSlice<f32>,
     pull: &'a mut PullCache,
     pub(super) b: &'a mut Buffers,
     pub(super) shape: Shape,
@@ -170,7 +170,7 @@ impl GpuIndex {
             lists,
             offsets,
             ids,
-            centroids_t,
+            centroids_q,
             pull,
             buffers,
             ..
@@ -181,7 +181,7 @@ impl GpuIndex {
             lists,
             offsets,
             ids,
-            centroids_t,
+            centroids_q,
             pull,
             b: buffers.as_mut().expect("allocated before the search"),
             shape,
@@ -300,7 +300,7 @@ impl Search<'_> {
     pub(super) fn coarse(&mut self) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let queries = U::prefix(&b.queries, sh.nq * sh.dim, s)?;
-        let centroids = U::new(self.centroids_t, s);
+        let centroids = U::new(self.centroids_q, s);
         let shape = ivf_kernels::CoarseShape {
             dim: sh.dim as u32,
             nlist: sh.nlist as u32,
@@ -528,17 +528,22 @@ impl Search<'_> {
 
     pub(super) fn merge(&mut self) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let (cfg, shape) = ivf_kernels::merge_config(sh.nq, sh.nprobe, sh.sms);
-        ivf_kernels::merge::launch(
-            s,
-            cfg,
-            &U::prefix(&b.cand_d, sh.items * K, s)?,
-            &U::prefix(&b.cand_i, sh.items * K, s)?,
-            &U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
-            shape,
-            &mut UM::prefix(&mut b.out_d, sh.nq * K, s)?,
-            &mut UM::prefix(&mut b.out_i, sh.nq * K, s)?,
-        )
+        let mut out_d = UM::prefix(&mut b.out_d, sh.nq * K, s)?;
+        let mut out_i = UM::prefix(&mut b.out_i, sh.nq * K, s)?;
+        let cand = (&b.cand_d, &b.cand_i, &b.pair_cand_off);
+        launch_merge(s, sh, cand, &mut out_d, &mut out_i)
+    }
+
+    /// The merge, writing each query's `K` nearest to `out_d` and `out_i` (a small batch's
+    /// mapped host memory).
+    pub(super) fn merge_into(
+        &mut self,
+        out_d: &mut impl KernelSliceMut<f32, GpuMemory>,
+        out_i: &mut impl KernelSliceMut<u32, GpuMemory>,
+    ) -> Result<()> {
+        let b = &*self.b;
+        let cand = (&b.cand_d, &b.cand_i, &b.pair_cand_off);
+        launch_merge(self.s, self.shape, cand, out_d, out_i)
     }
 
     /// The results back on the host, after the stream's work is done.
@@ -606,4 +611,26 @@ impl Search<'_> {
             seconds,
         })
     }
+}
+
+/// The merge of the candidates (`cand`: distances, ids, each pair's first candidate list)
+/// for `sh`, into `out_d` and `out_i`.
+fn launch_merge(
+    s: &Arc<CudaStream>,
+    sh: Shape,
+    (cand_d, cand_i, pair_cand_off): (&CudaSlice<f32>, &CudaSlice<u32>, &CudaSlice<u32>),
+    out_d: &mut impl KernelSliceMut<f32, GpuMemory>,
+    out_i: &mut impl KernelSliceMut<u32, GpuMemory>,
+) -> Result<()> {
+    let (cfg, shape) = ivf_kernels::merge_config(sh.nq, sh.nprobe, sh.sms);
+    ivf_kernels::merge::launch(
+        s,
+        cfg,
+        &U::prefix(cand_d, sh.items * K, s)?,
+        &U::prefix(cand_i, sh.items * K, s)?,
+        &U::prefix(pair_cand_off, sh.pairs + 1, s)?,
+        shape,
+        out_d,
+        out_i,
+    )
 }
