@@ -27,18 +27,22 @@ use super::search::{Search, Shape, POISON_DIST, POISON_ID};
 use super::{BuffersId, GpuIndex, SearchParams};
 use crate::data::Vectors;
 
-/// Rows of a scan work item in resident batches of at most [`FEW_PAIRS`] (query, list)
-/// pairs. The full search's items (the index's `chunk_rows`, 512) suit large batches; a
-/// batch of a few queries then has only a few dozen items, one warp each, and the scan takes
-/// as long as one warp's walk through 512 rows. Smaller items spread the same rows over more
-/// warps; the neighbours do not change (candidates are ordered by distance, then id). On the
-/// H100 (1 GiB index, nprobe 8, merge with a block per query) a batch took 243 instead of
-/// 324 us at 16 queries and 483 instead of 516 us at 64; larger batches keep the index's
-/// items (not measured here). With the scan's `WarpBest`, 32-row items were 4-6 us faster
-/// for one query but 5 us slower for 4 and 64 queries; 16-row items slower from 16 queries.
-/// The pull's batches use them too: its cache counts copy chunks of 64 KiB per list and a
-/// list's scan waits for the whole list, whatever the work items.
-const FEW_PAIRS_CHUNK_ROWS: u32 = 64;
+/// Rows of a scan work item in batches of at most [`FEW_PAIRS`] (query, list) pairs: the
+/// largest of these that still gives about [`FEW_PAIRS_ITEMS`] items, else the last. The
+/// full search's items (the index's `chunk_rows`, 512) suit large batches; a batch of a few
+/// queries then has only a few dozen items, one warp each, and the scan takes as long as one
+/// warp's walk through 512 rows (a dependent round trip to memory per 4 rows). Smaller items
+/// spread the same rows over more warps; the neighbours do not change (candidates are
+/// ordered by distance, then id), the merge has more candidate lists. On the H100 (1 GiB
+/// index, nprobe 8, merge with a block per query) a batch took 243 instead of 324 us at 16
+/// queries and 483 instead of 516 us at 64 with 64-row items; 32-row items were 4-6 us
+/// faster for one query but 5 us slower for 4 and 64 queries, 16-row ones slower from 16
+/// queries. The pull's batches use them too: its cache counts copy chunks of 64 KiB per
+/// list and a list's scan waits for the whole list, whatever the work items.
+const FEW_PAIRS_CHUNK_ROWS: [u32; 3] = [64, 32, 16];
+
+/// Work items a batch of few pairs aims for: about four warps per SM of an H100.
+const FEW_PAIRS_ITEMS: usize = 512;
 
 /// See [`FEW_PAIRS_CHUNK_ROWS`]; resident batches of at most this many pairs also plan with
 /// `plan_pairs`, whose pair order gives up `plan`'s sharing of a list's reads between pairs.
@@ -111,15 +115,12 @@ impl GpuIndex {
         }
         self.prepare(params.policy)?;
         let dim = self.layout.dim;
-        let chunk_rows = self.batch_chunk_rows();
-        let shape = self.shape_of(capacity, params, chunk_rows.1)?;
-        // The largest batch that scans the small items.
-        let few = (FEW_PAIRS / shape.nprobe).clamp(1, capacity);
-        let small = self.shape_of(few, params, chunk_rows.0)?;
-        // Room for the most items either chunking makes, and for the coarse slices of every
-        // batch size.
+        let shape = self.batch_shape(params, capacity)?;
+        // Room for the most items and coarse slices of every batch size.
         let mut need = Capacity::of(&shape);
-        need.items = need.items.max(small.items);
+        for nq in 1..capacity {
+            need.items = need.items.max(self.batch_shape(params, nq)?.items);
+        }
         let (nlist, nprobe, sms) = (shape.nlist, shape.nprobe, shape.sms);
         need.coarse = (1..=capacity)
             .map(|nq| nq * nprobe * ivf_kernels::coarse_slices(nq, nlist, nprobe, sms))
@@ -179,24 +180,27 @@ impl GpuIndex {
         Ok((dist, ids))
     }
 
-    /// Rows of a scan work item in batches of few pairs, and in the others.
-    fn batch_chunk_rows(&self) -> (u32, u32) {
-        (FEW_PAIRS_CHUNK_ROWS.min(self.chunk_rows), self.chunk_rows)
-    }
-
     /// The shape of a batch of `nq` queries: the index's work items, or smaller ones for few
-    /// (query, list) pairs.
-    fn batch_shape(&self, batch: &BatchSearch, nq: usize) -> Result<Shape> {
-        let (small, large) = self.batch_chunk_rows();
-        let shape = self.shape_of(nq, batch.params, large)?;
-        if shape.pairs <= FEW_PAIRS && small != large {
-            return self.shape_of(nq, batch.params, small);
+    /// (query, list) pairs (see [`FEW_PAIRS_CHUNK_ROWS`]).
+    fn batch_shape(&self, params: SearchParams, nq: usize) -> Result<Shape> {
+        let shape = self.shape_of(nq, params, self.chunk_rows)?;
+        if shape.pairs > FEW_PAIRS {
+            return Ok(shape);
         }
-        Ok(shape)
+        // The rows the batch probes, on average.
+        let rows = shape.pairs * self.layout.len() / shape.nlist.max(1);
+        let small = FEW_PAIRS_CHUNK_ROWS
+            .into_iter()
+            .find(|&r| rows / r as usize >= FEW_PAIRS_ITEMS)
+            .unwrap_or(FEW_PAIRS_CHUNK_ROWS[FEW_PAIRS_CHUNK_ROWS.len() - 1]);
+        if small >= self.chunk_rows {
+            return Ok(shape);
+        }
+        self.shape_of(nq, params, small)
     }
 
     fn batch_by_launches(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let shape = self.batch_shape(batch, queries.len())?;
+        let shape = self.batch_shape(batch.params, queries.len())?;
         let scan_blocks = self.scan_capacity;
         let mut run = self.begin(shape);
         run.batch_inputs(&batch.queries, shape.nq, batch.params)?;
@@ -212,7 +216,7 @@ impl GpuIndex {
     }
 
     fn batch_by_graph(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {
-        let shape = self.batch_shape(batch, queries.len())?;
+        let shape = self.batch_shape(batch.params, queries.len())?;
         let (scan_blocks, id, cap) = (self.scan_capacity, self.buffers_id, batch.capacity);
         if batch.graph.as_ref().is_some_and(|c| c.buffers != id) {
             // The buffers were reallocated by a larger search: capture again.
