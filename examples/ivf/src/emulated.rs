@@ -210,12 +210,8 @@ impl Inputs<'_> {
             &self.queries.data,
             &self.layout.centroids_quads(),
             shape,
-            ivf_kernels::CoarseSlicesArgs {
-                ids: &mut Vec::new(),
-                dist: &mut Vec::new(),
-                done: &mut Vec::new(),
-            },
             &mut probes,
+            &mut Vec::new(),
         )?;
         Ok(probes)
     }

@@ -321,14 +321,14 @@ fn pulled_lists_give_the_same_answer() {
     }
 }
 
-/// The coarse step split into slices (the grid's `y`, merged by the last slice's block to
-/// finish) gives the one-slice probes, for several slice counts, nprobe values and query
-/// counts, twice in a row (the last block resets the counts it used); and the probes are the
-/// CPU reference's nearest centroids, from aligned centroids (vector loads) and unaligned
-/// ones, with a dimension that is not a multiple of 4 (padded quads).
+/// The coarse step split into slices (the grid's `y`) and merged by `coarse_merge` gives the
+/// one-slice probes, for several slice counts, nprobe values and query counts; and the
+/// probes are the CPU reference's nearest centroids, from aligned centroids (vector loads)
+/// and unaligned ones, with a dimension that is not a multiple of 4 (padded quads).
 #[test]
 fn sliced_coarse_steps_give_the_same_probes() {
-    use ivf_kernels::{coarse_sliced_config, CoarseShape};
+    use ivf_kernels::{coarse, coarse_config, coarse_merge, coarse_sliced_config, CoarseShape};
+    use lookahead::launch::LaunchConfig;
     let seed = fresh_seed();
     println!("seed {seed}");
     // 700 centroids: slices of 256 (a block's threads) apart, so up to 3 slices hold some.
@@ -359,26 +359,17 @@ fn sliced_coarse_steps_give_the_same_probes() {
                 nlist: nlist as u32,
                 nprobe: nprobe as u32,
             };
-            let probes_of = |centroids: &[f32], slices: usize, done: &mut Vec<u32>| {
-                let mut probes = vec![u32::MAX; nq * nprobe];
-                let n = if slices > 1 { nq * nprobe * slices } else { 0 };
-                ivf_kernels::coarse::launch(
-                    &emu,
-                    coarse_sliced_config(nq, slices),
-                    queries,
-                    centroids,
-                    shape,
-                    ivf_kernels::CoarseSlicesArgs {
-                        ids: &mut vec![u32::MAX; n],
-                        dist: &mut vec![f32::NAN; n],
-                        done,
-                    },
-                    &mut probes,
-                )
-                .unwrap();
-                probes
-            };
-            let one = probes_of(&centroids_q, 1, &mut Vec::new());
+            let mut one = vec![u32::MAX; nq * nprobe];
+            coarse::launch(
+                &emu,
+                coarse_config(nq),
+                queries,
+                &centroids_q,
+                shape,
+                &mut one,
+                &mut Vec::new(),
+            )
+            .unwrap();
             for q in 0..nq {
                 let want = cpu::nearest(&centroids, dim, all_queries.row(q), nprobe);
                 assert_eq!(
@@ -387,19 +378,44 @@ fn sliced_coarse_steps_give_the_same_probes() {
                     "query {q}, nprobe {nprobe}"
                 );
             }
-            let from_unaligned = probes_of(unaligned, 1, &mut Vec::new());
+            let mut from_unaligned = vec![u32::MAX; nq * nprobe];
+            let cfg = coarse_config(nq);
+            coarse::launch(
+                &emu,
+                cfg,
+                queries,
+                unaligned,
+                shape,
+                &mut from_unaligned,
+                &mut Vec::new(),
+            )
+            .unwrap();
             assert_eq!(
                 from_unaligned, one,
                 "unaligned, {nq} queries, nprobe {nprobe}"
             );
             for slices in [2usize, 3, 7] {
-                let mut done = vec![0u32; nq.div_ceil(ivf_kernels::COARSE_QUERIES_PER_BLOCK)];
-                for round in 0..2 {
-                    let probes = probes_of(&centroids_q, slices, &mut done);
-                    let what = format!("{nq} queries, nprobe {nprobe}, {slices} slices");
-                    assert_eq!(probes, one, "{what}, launch {round}");
-                    assert!(done.iter().all(|&d| d == 0), "{what}: counts reset");
-                }
+                let mut partial = vec![u32::MAX; nq * nprobe * slices];
+                let cfg = coarse_sliced_config(nq, slices);
+                let mut dist = vec![f32::NAN; nq * nprobe * slices];
+                coarse::launch(
+                    &emu,
+                    cfg,
+                    queries,
+                    &centroids_q,
+                    shape,
+                    &mut partial,
+                    &mut dist,
+                )
+                .unwrap();
+                let mut probes = vec![u32::MAX; nq * nprobe];
+                let merge_cfg = LaunchConfig::for_len(nq * 32, ivf_kernels::COARSE_THREADS);
+                coarse_merge::launch(&emu, merge_cfg, &dist, &partial, shape.nprobe, &mut probes)
+                    .unwrap();
+                assert_eq!(
+                    probes, one,
+                    "{nq} queries, nprobe {nprobe}, {slices} slices"
+                );
             }
         }
     }

@@ -327,13 +327,14 @@ fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
         .is_err());
 }
 
-/// The coarse step in slices (merged by the last slice's block) on the GPU gives the CPU
-/// reference's nearest centroids (1000 centroids, so up to 4 slices hold some), for 1, 5
-/// and 64 queries, twice in a row with the same counts (reset by the last blocks).
+/// The coarse step in slices and `coarse_merge` on the GPU give the CPU reference's nearest
+/// centroids (1000 centroids, so up to 4 slices hold some), for 1, 5 and 64 queries.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
-    use ivf_kernels::{coarse, coarse_sliced_config, CoarseShape, CoarseSlicesArgs};
+    use ivf_kernels::{coarse, coarse_merge, coarse_sliced_config, CoarseShape};
+    use lookahead::launch::LaunchConfig;
+    use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
     let gpu = gpu();
     let s = gpu.context().new_stream().unwrap();
     let seed = fresh_seed();
@@ -360,29 +361,38 @@ fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
         let q = s.clone_htod(&all.data[..nq * dim]).unwrap();
         for slices in [2usize, 4, 9] {
             let mut partial = s.alloc_zeros::<u32>(nq * nprobe * slices).unwrap();
+            let mut probes = s.clone_htod(&vec![u32::MAX; nq * nprobe]).unwrap();
             let mut dist = s.alloc_zeros::<f32>(nq * nprobe * slices).unwrap();
-            let blocks = nq.div_ceil(ivf_kernels::COARSE_QUERIES_PER_BLOCK);
-            let mut done = s.alloc_zeros::<u32>(blocks).unwrap();
-            for round in 0..2 {
-                let mut probes = s.clone_htod(&vec![u32::MAX; nq * nprobe]).unwrap();
-                let slice_args = CoarseSlicesArgs {
-                    ids: &mut partial,
-                    dist: &mut dist,
-                    done: &mut done,
-                };
-                let cfg = coarse_sliced_config(nq, slices);
-                coarse::launch(&s, cfg, &q, &ct, shape, slice_args, &mut probes).unwrap();
-                let got = s.clone_dtoh(&probes).unwrap();
-                for i in 0..nq {
-                    let want = cpu::nearest(&centroids, dim, all.row(i), nprobe);
-                    assert_eq!(
-                        &got[i * nprobe..(i + 1) * nprobe],
-                        &want[..],
-                        "{nq} queries, {slices} slices, launch {round}, query {i}"
-                    );
-                }
-                let counts = s.clone_dtoh(&done).unwrap();
-                assert!(counts.iter().all(|&c| c == 0), "counts reset: {counts:?}");
+            let (uq, uc) = (U::new(&q, &s), U::new(&ct, &s));
+            coarse::launch(
+                &s,
+                coarse_sliced_config(nq, slices),
+                &uq,
+                &uc,
+                shape,
+                &mut UM::new(&mut partial, &s),
+                &mut UM::new(&mut dist, &s),
+            )
+            .unwrap();
+            let merge_cfg = LaunchConfig::for_len(nq * 32, ivf_kernels::COARSE_THREADS);
+            coarse_merge::launch(
+                &s,
+                merge_cfg,
+                &U::new(&dist, &s),
+                &U::new(&partial, &s),
+                shape.nprobe,
+                &mut UM::new(&mut probes, &s),
+            )
+            .unwrap();
+            s.synchronize().unwrap();
+            let got = s.clone_dtoh(&probes).unwrap();
+            for i in 0..nq {
+                let want = cpu::nearest(&centroids, dim, all.row(i), nprobe);
+                assert_eq!(
+                    &got[i * nprobe..(i + 1) * nprobe],
+                    &want[..],
+                    "{nq} queries, {slices} slices, query {i}"
+                );
             }
         }
     }

@@ -2,10 +2,8 @@
 
 use lookahead_device::prelude::*;
 
-use crate::topk::{before, merge_sorted_lists, warp_sort};
-use crate::{
-    CoarseShape, CoarseSlices, COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE,
-};
+use crate::topk::{before, warp_sort};
+use crate::{CoarseShape, COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE};
 
 /// A sorted list of up to [`MAX_NPROBE`] `(distance, index)` pairs spread over a warp's
 /// registers: lane `r` holds entries `r` and `32 + r`. Empty places hold
@@ -94,6 +92,22 @@ fn shifted(own: (f32, u32), below: (f32, u32), new: (f32, u32), at: u32, pos: u3
     } else {
         own
     }
+}
+
+/// The smallest `(distance, index)` pair over the warp's lanes (ties by index), on every lane.
+#[inline(always)]
+fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
+    let mut step = 16;
+    while step > 0 {
+        let od = warp::shfl_xor_f32(bd, step);
+        let oi = warp::shfl_xor_u32(bi, step);
+        if od < bd || (od == bd && oi < bi) {
+            bd = od;
+            bi = oi;
+        }
+        step /= 2;
+    }
+    (bd, bi)
 }
 
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
@@ -246,36 +260,35 @@ fn warp_lists_to_shared(
     }
 }
 
-/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q` (ties by index).
+/// `out[(q * slices + s) * nprobe + j]` = the `j`-th nearest to query `q` (ties by index) of
+/// slice `s`'s centroids, where the grid's `y` dimension is `slices` and slice `s` holds the
+/// centroids `c` with `c / COARSE_THREADS % slices == s`. With one slice, `out` is the
+/// probes (`out[q * nprobe + j]`); with more, [`coarse_merge`] merges the slices' lists, so a
+/// few queries spread over `slices` times as many SMs. When `out_dist` is as long as `out`,
+/// it gets each listed centroid's distance (what [`coarse_merge`] merges by).
 ///
 /// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
-/// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK) queries (the grid's `x`),
-/// and `slices` blocks per block of queries (the grid's `y`, at most
-/// [`MAX_COARSE_SLICES`](crate::MAX_COARSE_SLICES)): slice `s` holds the centroids `c` with
-/// `c / COARSE_THREADS % slices == s`, so a few queries spread over `slices` times as many
-/// SMs. The block's queries are staged in shared memory; its warps split the slice's
-/// centroids, and each lane reads its centroid from `centroids_q` (the centroids in quads,
-/// `dim.div_ceil(4) x nlist x 4`, zero past `dim`: see `interleave_quads` on the host) 4
-/// dimensions at a time, so that 32 lanes load 512 consecutive bytes, computing its
-/// centroid's distance to all of the block's queries from one load. Each warp keeps a
-/// sorted `nprobe` nearest per query spread over its lanes' registers ([`WarpList`]), writes
-/// it to shared memory, and one warp per query merges the warps' lists: into the probes with
-/// one slice; with more, into `slices`' lists, and the last of a block of queries' slices to
-/// finish merges those (`slices.done` counts them), so no second kernel is needed. Distances
-/// are summed in dimension order, exactly as the CPU reference does. With one slice,
-/// `slices`' views may be empty.
+/// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK) queries. The block's queries
+/// are staged in shared memory; its warps split the centroids, and each lane reads its
+/// centroid from `centroids_q` (the centroids in quads, `dim.div_ceil(4) x nlist x 4`, zero
+/// past `dim`: see `interleave_quads` on the host) 4 dimensions at a time, so that 32 lanes
+/// load 512 consecutive bytes, computing its centroid's distance to all of the block's
+/// queries from one load. Each warp keeps a sorted `nprobe` nearest per query spread over its lanes'
+/// registers ([`WarpList`]), writes it to shared memory, and one warp per query merges the
+/// warps' lists. Distances are summed in dimension order, exactly as the CPU reference does.
 #[kernel]
 pub fn coarse(
     queries: &[f32],
     centroids_q: &[f32],
     shape: CoarseShape,
-    mut slices: CoarseSlices,
-    probes: &mut [u32],
+    out: &mut [u32],
+    out_dist: &mut [f32],
 ) {
-    let (nslices, slice) = (grid_dim_y() as usize, block_idx_y() as usize);
+    let (slices, slice) = (grid_dim_y() as usize, block_idx_y() as usize);
     let dim = shape.dim as usize;
     let nlist = shape.nlist as usize;
     let nprobe = (shape.nprobe as usize).min(MAX_NPROBE).min(nlist);
+    let with_dist = out_dist.len() >= out.len();
     let nq = if dim == 0 { 0 } else { queries.len() / dim };
     let lane = lane_id() as usize;
     let warp = thread_idx_x() as usize / 32;
@@ -283,7 +296,6 @@ pub fn coarse(
     let staged = shared_array!(f32; QW * MAX_DIM);
     let best_d = shared_array!(f32; WARP_LISTS);
     let best_i = shared_array!(u32; WARP_LISTS);
-    let last = shared_array!(u32; 1);
     let quads = dim.div_ceil(4);
     let usable = dim > 0 && dim <= MAX_DIM && nprobe > 0 && centroids_q.len() >= quads * nlist * 4;
     if usable {
@@ -317,68 +329,70 @@ pub fn coarse(
                 [f32::INFINITY; QW]
             };
             offer_all(&mut lists, nprobe, queries, c < nlist, &acc, c as u32);
-            base += COARSE_WARPS * 32 * nslices;
+            base += COARSE_WARPS * 32 * slices;
         }
     }
     warp_lists_to_shared(&lists, nprobe, queries, warp, best_d, best_i);
     sync_threads();
     // Warp `j` merges query `j`'s per-warp lists: lane `w < COARSE_WARPS` walks warp `w`'s list.
-    let j = warp;
-    if active && j < QW && q0 + j < nq {
-        let entry = |w: usize, r: usize| {
-            let at = (j * COARSE_WARPS + w) * MAX_NPROBE + r;
-            (best_d.get(at), best_i.get(at))
-        };
-        merge_sorted_lists(COARSE_WARPS, nprobe, entry, |r, d, i| {
-            if lane != 0 {
-                return;
-            }
-            if nslices == 1 {
-                probes[(q0 + j) * nprobe + r] = i;
+    if active && warp < QW && q0 + warp < nq {
+        let j = warp;
+        let list = |w: usize, r: usize| (j * COARSE_WARPS + w) * MAX_NPROBE + r;
+        let mut head = 0usize;
+        for r in 0..nprobe {
+            let (bd, bi) = warp_min(if lane < COARSE_WARPS && head < nprobe {
+                (best_d.get(list(lane, head)), best_i.get(list(lane, head)))
             } else {
-                let at = ((q0 + j) * nslices + slice) * nprobe + r;
-                slices.ids[at] = i;
-                slices.dist[at] = d;
+                (f32::INFINITY, u32::MAX)
+            });
+            if lane < COARSE_WARPS && head < nprobe && best_i.get(list(lane, head)) == bi {
+                head += 1;
             }
-        });
-    }
-    // `nslices` is uniform over the grid: every thread of the block reaches the barriers.
-    if nslices > 1 && last_slice(&mut slices.done, nslices, last) && active && j < QW && q0 + j < nq
-    {
-        let q = q0 + j;
-        let entry = |s: usize, r: usize| {
-            let at = (q * nslices + s) * nprobe + r;
-            (slices.dist[at], slices.ids[at])
-        };
-        merge_sorted_lists(nslices, nprobe, entry, |r, _, i| {
             if lane == 0 {
-                probes[q * nprobe + r] = i;
+                let at = ((q0 + j) * slices + slice) * nprobe + r;
+                out[at] = bi;
+                if with_dist {
+                    out_dist[at] = bd;
+                }
             }
-        });
+        }
     }
 }
 
-/// Whether this block is the last of its block of queries' `slices` to get here; its count
-/// in `done` (indexed by the grid's `x`) is then reset to zero for the next launch. What
-/// the other slices' blocks wrote before is visible to the last one after: each thread
-/// fences its writes before the count, and the last block fences after reading it. Every
-/// thread of the block must call it (it has barriers).
-#[inline(always)]
-fn last_slice(done: &mut [u32], slices: usize, last: SharedArray<u32, 1>) -> bool {
-    fence_gpu();
-    sync_threads();
-    if thread_idx_x() == 0 {
-        let slot = &mut done[block_idx_x() as usize];
-        let is_last = atomic_add(slot, 1) as usize + 1 == slices;
-        if is_last {
-            *slot = 0;
+/// `probes[q * nprobe + j]` = the `j`-th nearest centroid to query `q` (ties by index), from
+/// the sorted per-slice lists and distances [`coarse`] wrote (`slices` lists of `nprobe` per
+/// query, `slices = partial.len() / probes.len()`, at most 32): a warp per query, lane `s`
+/// walking slice `s`'s list, as a block merges its warps' lists in [`coarse`].
+///
+/// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, a warp per query.
+#[kernel]
+pub fn coarse_merge(partial_dist: &[f32], partial: &[u32], nprobe: u32, probes: &mut [u32]) {
+    let nprobe = (nprobe as usize).min(MAX_NPROBE);
+    let nq = if nprobe == 0 {
+        0
+    } else {
+        probes.len() / nprobe
+    };
+    let q = global_index_x() / 32;
+    let lane = lane_id() as usize;
+    if q >= nq || partial_dist.len() < partial.len() {
+        return; // warp-uniform
+    }
+    let slices = (partial.len() / (nq * nprobe)).min(32);
+    let list = |s: usize, r: usize| (q * slices + s) * nprobe + r;
+    let mut head = 0usize;
+    for r in 0..nprobe {
+        let (_, bi) = warp_min(if lane < slices && head < nprobe {
+            (partial_dist[list(lane, head)], partial[list(lane, head)])
+        } else {
+            (f32::INFINITY, u32::MAX)
+        });
+        // Slices hold distinct centroids, so at most one lane holds the winner.
+        if lane < slices && head < nprobe && partial[list(lane, head)] == bi {
+            head += 1;
         }
-        last.set(0, is_last as u32);
+        if lane == 0 {
+            probes[q * nprobe + r] = bi;
+        }
     }
-    sync_threads();
-    let is_last = last.get(0) != 0;
-    if is_last {
-        fence_gpu();
-    }
-    is_last
 }

@@ -1,8 +1,8 @@
 //! # ivf-kernels
 //!
 //! The kernels of an IVF-Flat search, in plain Rust with `#[kernel]`, each taking a few
-//! parameter structs ([`CoarseSlices`], [`Index`], [`Batch`], [`PlanOut`], [`PairPlanOut`],
-//! [`WorkPlan`], [`Pull`], [`Candidates`]):
+//! parameter structs ([`Index`], [`Batch`], [`PlanOut`], [`PairPlanOut`], [`WorkPlan`], [`Pull`],
+//! [`Candidates`]):
 //!
 //! 1. [`coarse`]: each query's `nprobe` nearest centroids (a warp per
 //!    [`COARSE_QUERIES_PER_BLOCK`] queries over the centroids in quads);
@@ -33,7 +33,7 @@ mod plan_step;
 mod scan_step;
 mod topk;
 
-pub use coarse_step::coarse;
+pub use coarse_step::{coarse, coarse_merge};
 pub use merge_step::merge;
 pub use params::*;
 pub use plan_step::{plan, plan_pairs};
@@ -56,8 +56,7 @@ pub const COARSE_THREADS: u32 = 256;
 pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
 /// Most slices [`coarse`] splits the centroids into.
 pub const MAX_COARSE_SLICES: usize = 32;
-/// Most candidates the last of a [`coarse`] step's slices merges per query (slices times
-/// nprobe).
+/// Most candidates [`coarse_merge`] rescores per query (slices times nprobe).
 pub const MAX_COARSE_CANDIDATES: usize = 256;
 /// Most warps of a [`merge`] block that works on one query.
 pub const MERGE_WARPS: usize = SCAN_THREADS as usize / 32;

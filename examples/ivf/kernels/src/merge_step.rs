@@ -97,7 +97,7 @@ pub fn merge(
         sync_threads();
         if valid && part == 0 {
             let entry = |w: usize, r: usize| (best_d.get(w * K + r), best_i.get(w * K + r));
-            merge_sorted_lists(parts, K, entry, |j, d, id| {
+            merge_sorted_lists(parts, entry, |j, d, id| {
                 if lane == 0 {
                     out_dist[q * K + j] = d;
                     out_ids[q * K + j] = id;

@@ -137,20 +137,6 @@ pub struct Candidates {
     pub ids: DeviceSliceMut<u32>,
 }
 
-/// The coarse step's slices (the grid's `y`, see [`crate::coarse`]): each slice's sorted
-/// nearest centroids per query, and how many slices of each block of queries are done.
-#[derive(KernelParams)]
-#[repr(C)]
-pub struct CoarseSlices {
-    /// `ids[(q * slices + s) * nprobe + j]`: slice `s`'s `j`-th nearest centroid to query `q`.
-    pub ids: DeviceSliceMut<u32>,
-    /// Their distances.
-    pub dist: DeviceSliceMut<f32>,
-    /// Per block of queries (the grid's `x`), the slices finished: zero before a launch,
-    /// and zero again after it (the last slice resets it).
-    pub done: DeviceSliceMut<u32>,
-}
-
 /// The coarse step's sizes: floats per vector, centroids, and probes per query.
 #[derive(Clone, Copy, Debug, DeviceCopy)]
 #[repr(C)]

@@ -111,21 +111,20 @@ fn warp_argmin(mut bd: f32, mut bi: u32) -> (f32, u32, u32) {
     (bd, bi, bl)
 }
 
-/// Merges up to 32 sorted lists of `n` entries into the warp's `n` best: lane `w < lists`
+/// Merges up to 32 sorted lists of `K` entries into the warp's `K` best: lane `w < lists`
 /// walks list `w` (`entry(w, r)` is its `r`-th entry), and each round the warp-wide minimum
 /// (ties by id, then the lower lane: equal pairs are empty places) advances its lane.
 /// Every lane must call it; `emit(j, dist, id)` gets the `j`-th best on every lane.
 #[inline(always)]
 pub fn merge_sorted_lists(
     lists: usize,
-    n: usize,
     entry: impl Fn(usize, usize) -> (f32, u32),
     mut emit: impl FnMut(usize, f32, u32),
 ) {
     let lane = lane_id();
     let mut head = 0usize;
-    for j in 0..n {
-        let (d, i) = if (lane as usize) < lists && head < n {
+    for j in 0..K {
+        let (d, i) = if (lane as usize) < lists && head < K {
             entry(lane as usize, head)
         } else {
             (f32::INFINITY, u32::MAX)

@@ -24,8 +24,6 @@ pub(super) struct Buffers {
     pub(super) probes: CudaSlice<u32>,
     pub(super) coarse_partial: CudaSlice<u32>,
     pub(super) coarse_partial_d: CudaSlice<f32>,
-    /// The coarse step's finished slices per block of queries: zero between launches.
-    pub(super) coarse_done: CudaSlice<u32>,
     pub(super) counts: CudaSlice<u32>,
     pub(super) slots: CudaSlice<u32>,
     pub(super) probed: CudaSlice<u32>,
@@ -65,13 +63,6 @@ impl Buffers {
             probes: scratch(s, cap.pairs)?,
             coarse_partial: scratch(s, cap.coarse)?,
             coarse_partial_d: scratch(s, cap.coarse)?,
-            coarse_done: s
-                .alloc_zeros(
-                    cap.queries
-                        .div_ceil(ivf_kernels::COARSE_QUERIES_PER_BLOCK)
-                        .max(1),
-                )
-                .during("cuMemAllocAsync")?,
             counts: scratch(s, nlist)?,
             slots: scratch(s, cap.pairs)?,
             probed: scratch(s, nlist)?,

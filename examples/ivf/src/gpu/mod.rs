@@ -446,10 +446,8 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
         .clone_htod(&crate::index::interleave_quads(centroids, data.dim))
         .during("cuMemcpyHtoD")?;
     let mut out = Vec::with_capacity(data.len());
-    // One slice: the slices' lists and counts are not used.
-    let mut unused_ids = stream.alloc_zeros::<u32>(1).during("cuMemAlloc")?;
+    // One slice: the probes need no distances (a zero-length output skips them).
     let mut unused_dist = stream.alloc_zeros::<f32>(1).during("cuMemAlloc")?;
-    let mut unused_done = stream.alloc_zeros::<u32>(1).during("cuMemAlloc")?;
     for chunk in data.data.chunks(data.dim * (1 << 20)) {
         let n = chunk.len() / data.dim;
         let dq = stream.clone_htod(chunk).during("cuMemcpyHtoD")?;
@@ -465,12 +463,8 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
             &dq,
             &dc,
             shape,
-            ivf_kernels::CoarseSlicesArgs {
-                ids: &mut unused_ids,
-                dist: &mut unused_dist,
-                done: &mut unused_done,
-            },
             &mut probes,
+            &mut unused_dist,
         )?;
         out.extend(stream.clone_dtoh(&probes).during("cuMemcpyDtoH")?);
     }

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
-    BatchArgs, CandidatesArgs, CoarseSlicesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
+    coarse_config, BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
     PullPlanArgs, WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM,
     READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
@@ -296,32 +296,44 @@ impl Search<'_> {
         fill32(out_i.device_ptr(), words, POISON_ID, s)
     }
 
-    /// The probes: one coarse launch, its centroids in `shape.slices` slices.
+    /// The probes: one coarse launch, or a sliced one and the merge of its slices.
     pub(super) fn coarse(&mut self) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let queries = U::prefix(&b.queries, sh.nq * sh.dim, s)?;
+        let centroids = U::new(self.centroids_q, s);
         let shape = ivf_kernels::CoarseShape {
             dim: sh.dim as u32,
             nlist: sh.nlist as u32,
             nprobe: sh.nprobe as u32,
         };
-        // One slice needs no slice lists (empty views).
-        let n = if sh.slices > 1 {
-            sh.pairs * sh.slices
-        } else {
-            0
-        };
-        let blocks = sh.nq.div_ceil(ivf_kernels::COARSE_QUERIES_PER_BLOCK);
-        ivf_kernels::coarse::launch(
+        if sh.slices == 1 {
+            let cfg = coarse_config(sh.nq);
+            let mut probes = UM::prefix(&mut b.probes, sh.pairs, s)?;
+            let mut no_dist = UM::prefix(&mut b.coarse_partial_d, 0, s)?;
+            return ivf_kernels::coarse::launch(
+                s,
+                cfg,
+                &queries,
+                &centroids,
+                shape,
+                &mut probes,
+                &mut no_dist,
+            );
+        }
+        let n = sh.pairs * sh.slices;
+        let cfg = ivf_kernels::coarse_sliced_config(sh.nq, sh.slices);
+        let (mut ids, mut dist) = (
+            UM::prefix(&mut b.coarse_partial, n, s)?,
+            UM::prefix(&mut b.coarse_partial_d, n, s)?,
+        );
+        ivf_kernels::coarse::launch(s, cfg, &queries, &centroids, shape, &mut ids, &mut dist)?;
+        let merge_cfg = LaunchConfig::for_len(sh.nq * 32, ivf_kernels::COARSE_THREADS);
+        ivf_kernels::coarse_merge::launch(
             s,
-            ivf_kernels::coarse_sliced_config(sh.nq, sh.slices),
-            &U::prefix(&b.queries, sh.nq * sh.dim, s)?,
-            &U::new(self.centroids_q, s),
-            shape,
-            CoarseSlicesArgs {
-                ids: &mut UM::prefix(&mut b.coarse_partial, n, s)?,
-                dist: &mut UM::prefix(&mut b.coarse_partial_d, n, s)?,
-                done: &mut UM::prefix(&mut b.coarse_done, blocks, s)?,
-            },
+            merge_cfg,
+            &U::prefix(&b.coarse_partial_d, n, s)?,
+            &U::prefix(&b.coarse_partial, n, s)?,
+            shape.nprobe,
             &mut UM::prefix(&mut b.probes, sh.pairs, s)?,
         )
     }
