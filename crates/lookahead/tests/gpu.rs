@@ -7,7 +7,7 @@ use lookahead::prefetch::{is_managed, prefetch_range, prefetch_ranges};
 use lookahead::range::ByteRange;
 use lookahead::{
     Capability, Error, Gpu, GrowOutcome, GrowableVec, Location, ManagedBuffer, ManagedResource,
-    MemoryResource, PrefetchEngine, PrefetchOptions, PrefetchResource, VecOptions,
+    MappedBuffer, MemoryResource, PrefetchEngine, PrefetchOptions, PrefetchResource, VecOptions,
 };
 
 /// Adds one to each of `n` u32 at `p`. Hand-written PTX, so the tests need no compiler.
@@ -140,6 +140,33 @@ fn managed_buffer_host_access_views_and_kernels() {
     ));
     buf.copy_from_host(n - 2, &[7, 8]).unwrap();
     assert_eq!(&buf.as_slice().unwrap()[n - 2..], &[7, 8]);
+}
+
+/// A mapped buffer is read and written in place by a kernel at its device address; kernel
+/// views past its end are errors.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn mapped_buffer_is_read_and_written_by_kernels_in_place() {
+    let g = gpu();
+    let n = 4096;
+    let mut buf = MappedBuffer::<u32>::new(&g, n).expect("alloc");
+    assert_eq!(buf.len(), n);
+    assert!(buf.host().iter().all(|&x| x == 0));
+    let data = pattern(n);
+    buf.host_mut().copy_from_slice(&data);
+    let ptr = buf.device_ptr();
+    add_one!(&g, &ptr, n);
+    let got = buf.host();
+    assert!(got.iter().zip(&data).all(|(a, b)| *a == b.wrapping_add(1)));
+    // SAFETY: no launch takes these views.
+    unsafe {
+        assert!(buf.kernel_view(n).is_ok());
+        assert!(matches!(
+            buf.kernel_view_mut(n + 1),
+            Err(Error::InvalidRange { .. })
+        ));
+    }
+    assert!(MappedBuffer::<u32>::new(&g, 0).unwrap().is_empty());
 }
 
 #[test]
