@@ -399,7 +399,7 @@ fn markdown(header: &RunHeader, args: &Args, rows: &[Row]) -> String {
         .map(|r| r.launches.quantile(0.5) / r.graph.quantile(0.5))
         .fold(f64::INFINITY, f64::min);
     format!(
-        "{}\n- index: {:.2} GiB, {} dims, {} lists, nprobe {}; {} timed batches per row after {} warm-up; fixed rate: every {} x the launched back-to-back p50\n- latency: from a batch's arrival to its neighbours in host memory (queries copied in, outputs poisoned, coarse, plan, scan, merge, results copied out)\n- queueing: the host's time to queue a batch's work, before waiting for it (`BatchSearch::last_queue_time`)\n\n{}\n- target p50 of 1-16-query batches >= 1.5x lower with graphs: {} (lowest {:.2}x)\n- target p99 no worse with graphs (1-16 queries): {}\n- same results with and without graphs on every batch: {}\n",
+        "{}\n- index: {:.2} GiB, {} dims, {} lists, nprobe {}; {} timed batches per row after {} warm-up; fixed rate: every {} x the launched back-to-back p50\n- latency: from a batch's arrival to its neighbours in host memory (outputs poisoned in mapped host memory, queries copied in, coarse, plan, scan, and the merge writing the neighbours into that host memory)\n- queueing: the host's time to queue a batch's work, before waiting for it (`BatchSearch::last_queue_time`)\n\n{}\n- target p50 of 1-16-query batches >= 1.5x lower with graphs: {} (lowest {:.2}x)\n- target p99 no worse with graphs (1-16 queries): {}\n- same results with and without graphs on every batch: {}\n",
         header.markdown(),
         args.gib,
         args.dim,
