@@ -255,6 +255,17 @@ impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
     }
 }
 
+/// Bytes of `len` elements of `T`, or [`Error::InvalidRange`] when that overflows `usize`.
+pub(crate) fn byte_size<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or(Error::InvalidRange {
+            start: 0,
+            len: len as u64,
+            limit: usize::MAX as u64,
+            reason: "a size in bytes that overflows usize",
+        })
+}
+
 /// Turns a raw `CUresult` into a `Result` naming the call.
 pub(crate) fn check(call: &'static str, r: sys::CUresult) -> Result<()> {
     r.result().during(call)

@@ -150,14 +150,7 @@ impl<T: DeviceRepr> ManagedBuffer<T> {
     /// # Safety
     /// As for [`ManagedBuffer::uninit`].
     pub unsafe fn uninit_with(gpu: &Gpu, len: usize, options: AllocOptions) -> Result<Self> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or(Error::InvalidRange {
-                start: 0,
-                len: len as u64,
-                limit: usize::MAX as u64,
-                reason: "allocation size overflows",
-            })?;
+        let bytes = crate::error::byte_size::<T>(len)?;
         if bytes == 0 {
             return Err(Error::InvalidRange {
                 start: 0,

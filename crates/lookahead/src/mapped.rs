@@ -29,7 +29,7 @@ use std::marker::PhantomData;
 
 use cudarc::driver::sys;
 
-use crate::error::{check, Error, Result};
+use crate::error::{byte_size, check, Error, Result};
 use crate::launch::{GpuArgs, GpuMemory, KernelSlice, KernelSliceMut};
 use crate::Gpu;
 
@@ -51,15 +51,8 @@ unsafe impl<T: Sync> Sync for MappedBuffer<T> {}
 impl<T: Copy + Default> MappedBuffer<T> {
     /// `len` elements, each `T::default()`, mapped for `gpu`.
     pub fn new(gpu: &Gpu, len: usize) -> Result<Self> {
-        let bytes = len
-            .max(1)
-            .checked_mul(std::mem::size_of::<T>().max(1))
-            .ok_or(Error::InvalidRange {
-                start: 0,
-                len: len as u64,
-                limit: usize::MAX as u64,
-                reason: "a mapped buffer larger than the address space",
-            })?;
+        // At least one byte: the driver refuses empty allocations.
+        let bytes = byte_size::<T>(len)?.max(1);
         gpu.bind_to_thread()?;
         let mut host: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one pointer; the allocation is freed in `drop`.

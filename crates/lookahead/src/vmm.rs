@@ -196,14 +196,7 @@ impl<T> GrowableVec<T> {
     }
 
     fn bytes_for(elems: usize) -> Result<usize> {
-        elems
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or(Error::InvalidRange {
-                start: 0,
-                len: elems as u64,
-                limit: usize::MAX as u64,
-                reason: "capacity in bytes overflows",
-            })
+        crate::error::byte_size::<T>(elems)
     }
 
     /// Number of elements.
