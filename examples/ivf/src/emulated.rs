@@ -203,6 +203,7 @@ impl Inputs<'_> {
             dim: self.layout.dim as u32,
             nlist: self.layout.nlist() as u32,
             nprobe: self.nprobe as u32,
+            per_block: 0,
         };
         ivf_kernels::coarse::launch(
             self.emu,

@@ -324,10 +324,11 @@ fn pulled_lists_give_the_same_answer() {
 /// The coarse step split into slices (the grid's `y`) and merged by `coarse_merge` gives the
 /// one-slice probes, for several slice counts, nprobe values and query counts; and the
 /// probes are the CPU reference's nearest centroids, from aligned centroids (vector loads)
-/// and unaligned ones, with a dimension that is not a multiple of 4 (padded quads).
+/// and unaligned ones, with a dimension that is not a multiple of 4 (padded quads); sliced,
+/// with 1, 3 and 4 queries per block.
 #[test]
 fn sliced_coarse_steps_give_the_same_probes() {
-    use ivf_kernels::{coarse, coarse_config, coarse_merge, coarse_sliced_config, CoarseShape};
+    use ivf_kernels::{coarse, coarse_config, coarse_grid, coarse_merge, CoarseShape};
     use lookahead::launch::LaunchConfig;
     let seed = fresh_seed();
     println!("seed {seed}");
@@ -358,6 +359,7 @@ fn sliced_coarse_steps_give_the_same_probes() {
                 dim: dim as u32,
                 nlist: nlist as u32,
                 nprobe: nprobe as u32,
+                per_block: 0,
             };
             let mut one = vec![u32::MAX; nq * nprobe];
             coarse::launch(
@@ -394,9 +396,13 @@ fn sliced_coarse_steps_give_the_same_probes() {
                 from_unaligned, one,
                 "unaligned, {nq} queries, nprobe {nprobe}"
             );
-            for slices in [2usize, 3, 7] {
+            for (slices, per_block) in [(2usize, 1usize), (3, 3), (7, 4), (7, 1)] {
+                let shape = CoarseShape {
+                    per_block: per_block as u32,
+                    ..shape
+                };
                 let mut partial = vec![u32::MAX; nq * nprobe * slices];
-                let cfg = coarse_sliced_config(nq, slices);
+                let cfg = coarse_grid(nq, per_block, slices);
                 let mut dist = vec![f32::NAN; nq * nprobe * slices];
                 coarse::launch(
                     &emu,
@@ -414,7 +420,7 @@ fn sliced_coarse_steps_give_the_same_probes() {
                     .unwrap();
                 assert_eq!(
                     probes, one,
-                    "{nq} queries, nprobe {nprobe}, {slices} slices"
+                    "{nq} queries, nprobe {nprobe}, {slices} slices of {per_block} per block"
                 );
             }
         }

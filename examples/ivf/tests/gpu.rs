@@ -328,11 +328,12 @@ fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
 }
 
 /// The coarse step in slices and `coarse_merge` on the GPU give the CPU reference's nearest
-/// centroids (1000 centroids, so up to 4 slices hold some), for 1, 5 and 64 queries.
+/// centroids (1000 centroids, so up to 4 slices hold some), for 1, 5 and 64 queries, 1 or 4
+/// queries per block.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
-    use ivf_kernels::{coarse, coarse_merge, coarse_sliced_config, CoarseShape};
+    use ivf_kernels::{coarse, coarse_grid, coarse_merge, CoarseShape};
     use lookahead::launch::LaunchConfig;
     use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
     let gpu = gpu();
@@ -356,17 +357,22 @@ fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
         dim: dim as u32,
         nlist: nlist as u32,
         nprobe: nprobe as u32,
+        per_block: 0,
     };
     for nq in [1usize, 5, 64] {
         let q = s.clone_htod(&all.data[..nq * dim]).unwrap();
-        for slices in [2usize, 4, 9] {
+        for (slices, per_block) in [(2usize, 4usize), (4, 1), (9, 1), (9, 4)] {
+            let shape = CoarseShape {
+                per_block: per_block as u32,
+                ..shape
+            };
             let mut partial = s.alloc_zeros::<u32>(nq * nprobe * slices).unwrap();
             let mut probes = s.clone_htod(&vec![u32::MAX; nq * nprobe]).unwrap();
             let mut dist = s.alloc_zeros::<f32>(nq * nprobe * slices).unwrap();
             let (uq, uc) = (U::new(&q, &s), U::new(&ct, &s));
             coarse::launch(
                 &s,
-                coarse_sliced_config(nq, slices),
+                coarse_grid(nq, per_block, slices),
                 &uq,
                 &uc,
                 shape,
@@ -391,7 +397,7 @@ fn sliced_coarse_on_the_gpu_gives_the_cpu_probes() {
                 assert_eq!(
                     &got[i * nprobe..(i + 1) * nprobe],
                     &want[..],
-                    "{nq} queries, {slices} slices, query {i}"
+                    "{nq} queries, {slices} slices of {per_block} per block, query {i}"
                 );
             }
         }

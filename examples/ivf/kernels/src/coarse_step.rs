@@ -268,8 +268,9 @@ fn warp_lists_to_shared(
 /// it gets each listed centroid's distance (what [`coarse_merge`] merges by).
 ///
 /// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
-/// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK) queries. The block's queries
-/// are staged in shared memory; its warps split the centroids, and each lane reads its
+/// `shape.per_block` queries (at most
+/// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK); 0 means that many), as
+/// [`coarse_grid`](crate::coarse_grid) does. The block's queries are staged in shared memory; its warps split the centroids, and each lane reads its
 /// centroid from `centroids_q` (the centroids in quads, `dim.div_ceil(4) x nlist x 4`, zero
 /// past `dim`: see `interleave_quads` on the host) 4 dimensions at a time, so that 32 lanes
 /// load 512 consecutive bytes, computing its centroid's distance to all of the block's
@@ -292,18 +293,26 @@ pub fn coarse(
     let nq = if dim == 0 { 0 } else { queries.len() / dim };
     let lane = lane_id() as usize;
     let warp = thread_idx_x() as usize / 32;
-    let q0 = block_idx_x() as usize * QW;
+    let per_block = match shape.per_block as usize {
+        0 => QW,
+        n => n.min(QW),
+    };
+    let q0 = block_idx_x() as usize * per_block;
     let staged = shared_array!(f32; QW * MAX_DIM);
     let best_d = shared_array!(f32; WARP_LISTS);
     let best_i = shared_array!(u32; WARP_LISTS);
     let quads = dim.div_ceil(4);
     let usable = dim > 0 && dim <= MAX_DIM && nprobe > 0 && centroids_q.len() >= quads * nlist * 4;
+    let active = usable && q0 < nq;
+    // The block's queries (uniform over the block).
+    let mine = if active { (nq - q0).min(per_block) } else { 0 };
     if usable {
-        // The queries, zero past `dim` and past the last query (`distances` sums those).
+        // The queries, zero past `dim` and past the block's last query (`distances` sums
+        // those).
         let mut f = thread_idx_x() as usize;
         while f < QW * MAX_DIM {
             let (j, d) = (f / MAX_DIM, f % MAX_DIM);
-            let v = if q0 + j < nq && d < dim {
+            let v = if j < mine && d < dim {
                 queries[(q0 + j) * dim + d]
             } else {
                 0.0
@@ -314,9 +323,7 @@ pub fn coarse(
     }
     // Barriers every thread reaches (no early return before them).
     sync_threads();
-    let active = usable && q0 < nq;
-    // The block's queries that exist (uniform over the block).
-    let queries = if active { (nq - q0).min(QW) } else { 0 };
+    let queries = mine;
     let mut lists = [WarpList::EMPTY; QW];
     if active {
         // Warp-uniform: every lane takes part in the lists' shuffles.
@@ -335,7 +342,7 @@ pub fn coarse(
     warp_lists_to_shared(&lists, nprobe, queries, warp, best_d, best_i);
     sync_threads();
     // Warp `j` merges query `j`'s per-warp lists: lane `w < COARSE_WARPS` walks warp `w`'s list.
-    if active && warp < QW && q0 + warp < nq {
+    if warp < queries {
         let j = warp;
         let list = |w: usize, r: usize| (j * COARSE_WARPS + w) * MAX_NPROBE + r;
         let mut head = 0usize;

@@ -99,11 +99,11 @@ pub fn max_items(pairs: usize, max_list_len: usize, chunk_rows: u32) -> usize {
     pairs * max_list_len.div_ceil(chunk_rows.max(1) as usize).max(1)
 }
 
-/// The launch shape of [`coarse`] for `queries` queries in one slice: a block of
-/// [`COARSE_THREADS`] per [`COARSE_QUERIES_PER_BLOCK`] queries. (Host only.)
+/// The launch of [`coarse`] for `queries` queries in one slice,
+/// [`COARSE_QUERIES_PER_BLOCK`] per block (a shape with `per_block` 0). (Host only.)
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn coarse_config(queries: usize) -> lookahead::launch::LaunchConfig {
-    coarse_sliced_config(queries, 1)
+    coarse_grid(queries, COARSE_QUERIES_PER_BLOCK, 1)
 }
 
 /// The launch of [`merge`] for `queries` queries on `sms` SMs: a block per query while
@@ -129,21 +129,38 @@ pub fn merge_config(
     )
 }
 
-/// [`coarse_config`] with the centroids split into `slices` (the grid's `y`). (Host only.)
+/// The launch of [`coarse`] for `queries` queries, `per_block` per block (the shape's
+/// `per_block`), with the centroids split into `slices` (the grid's `y`). (Host only.)
 #[cfg(not(target_arch = "nvptx64"))]
-pub fn coarse_sliced_config(queries: usize, slices: usize) -> lookahead::launch::LaunchConfig {
-    let blocks = queries
-        .div_ceil(COARSE_QUERIES_PER_BLOCK)
-        .clamp(1, u32::MAX as usize);
+pub fn coarse_grid(
+    queries: usize,
+    per_block: usize,
+    slices: usize,
+) -> lookahead::launch::LaunchConfig {
+    let per_block = per_block.clamp(1, COARSE_QUERIES_PER_BLOCK);
+    let blocks = queries.div_ceil(per_block).clamp(1, u32::MAX as usize);
     let slices = slices.clamp(1, MAX_COARSE_SLICES) as u32;
     lookahead::launch::LaunchConfig::new((blocks as u32, slices, 1), (COARSE_THREADS, 1, 1))
 }
 
+/// Queries per block of [`coarse`] for `queries` queries on `sms` SMs: one while a block per
+/// query fills at most half the SMs, else [`COARSE_QUERIES_PER_BLOCK`] (each centroid load
+/// then serves that many queries). A block of several queries issues each query's sums in
+/// every warp; for a few queries the warps' instruction streams, not the loads, set the
+/// step's time.
+pub fn coarse_per_block(queries: usize, sms: usize) -> usize {
+    if queries * 2 <= sms {
+        1
+    } else {
+        COARSE_QUERIES_PER_BLOCK
+    }
+}
+
 /// How many slices [`coarse`] splits the centroids into for `queries` queries over `nlist`
-/// centroids on `sms` SMs: enough for about a block per SM, at least a warp's worth of
+/// centroids on `sms` SMs ([`coarse_per_block`] queries per block): enough for about a block per SM, at least a warp's worth of
 /// centroids per slice's block, and at most [`MAX_COARSE_SLICES`] lists to merge.
 pub fn coarse_slices(queries: usize, nlist: usize, nprobe: usize, sms: usize) -> usize {
-    let blocks = queries.div_ceil(COARSE_QUERIES_PER_BLOCK).max(1);
+    let blocks = queries.div_ceil(coarse_per_block(queries, sms)).max(1);
     let by_sms = sms.div_ceil(blocks);
     let by_centroids = nlist.div_ceil(COARSE_THREADS as usize);
     let by_merge = (MAX_COARSE_CANDIDATES / nprobe.max(1)).max(1);

@@ -137,7 +137,8 @@ pub struct Candidates {
     pub ids: DeviceSliceMut<u32>,
 }
 
-/// The coarse step's sizes: floats per vector, centroids, and probes per query.
+/// The coarse step's sizes: floats per vector, centroids, probes per query, and queries per
+/// block.
 #[derive(Clone, Copy, Debug, DeviceCopy)]
 #[repr(C)]
 pub struct CoarseShape {
@@ -147,6 +148,9 @@ pub struct CoarseShape {
     pub nlist: u32,
     /// Probes per query.
     pub nprobe: u32,
+    /// Queries per block, 1 to [`crate::COARSE_QUERIES_PER_BLOCK`] (0 means that many): the
+    /// grid's `x` must be the queries divided by it, rounded up ([`crate::coarse_grid`]).
+    pub per_block: u32,
 }
 
 /// How [`crate::merge`] splits its work: probes per query, and whether each query gets a

@@ -456,6 +456,7 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
             dim: data.dim as u32,
             nlist: nlist as u32,
             nprobe: 1,
+            per_block: 0,
         };
         ivf_kernels::coarse::launch(
             &stream,

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
-    coarse_config, BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
-    PullPlanArgs, WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM,
-    READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+    BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs, PullPlanArgs,
+    WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, READY_ARRIVED,
+    READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
 use lookahead::launch::{GpuMemory, KernelSliceMut, LaunchConfig};
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
@@ -301,13 +301,15 @@ impl Search<'_> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let queries = U::prefix(&b.queries, sh.nq * sh.dim, s)?;
         let centroids = U::new(self.centroids_q, s);
+        let per_block = ivf_kernels::coarse_per_block(sh.nq, sh.sms);
         let shape = ivf_kernels::CoarseShape {
             dim: sh.dim as u32,
             nlist: sh.nlist as u32,
             nprobe: sh.nprobe as u32,
+            per_block: per_block as u32,
         };
         if sh.slices == 1 {
-            let cfg = coarse_config(sh.nq);
+            let cfg = ivf_kernels::coarse_grid(sh.nq, per_block, 1);
             let mut probes = UM::prefix(&mut b.probes, sh.pairs, s)?;
             let mut no_dist = UM::prefix(&mut b.coarse_partial_d, 0, s)?;
             return ivf_kernels::coarse::launch(
@@ -321,7 +323,7 @@ impl Search<'_> {
             );
         }
         let n = sh.pairs * sh.slices;
-        let cfg = ivf_kernels::coarse_sliced_config(sh.nq, sh.slices);
+        let cfg = ivf_kernels::coarse_grid(sh.nq, per_block, sh.slices);
         let (mut ids, mut dist) = (
             UM::prefix(&mut b.coarse_partial, n, s)?,
             UM::prefix(&mut b.coarse_partial_d, n, s)?,
