@@ -450,6 +450,28 @@ fn a_missing_barrier_on_shared_memory_is_a_data_race() {
     .unwrap();
 }
 
+/// `warp::sync` orders shared-memory accesses between the lanes of one warp, not between
+/// warps.
+#[test]
+fn a_warp_barrier_orders_shared_memory_within_its_warp_only() {
+    let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let mut y = vec![f32::NAN; 64];
+    let cfg = LaunchConfig::for_len(64, 64);
+    ptx_kernels::warp_synced_neighbour::launch(&emu(), cfg, &x, &mut y, 0).unwrap();
+    for (t, &v) in y.iter().enumerate() {
+        assert_eq!(v, ((t & !31) | ((t + 1) & 31)) as f32, "thread {t}");
+    }
+    let e = ptx_kernels::warp_synced_neighbour::launch(&emu(), cfg, &x, &mut y, 1).unwrap_err();
+    let text = e.to_string();
+    let Error::Emulator(inner) = &e else {
+        panic!("expected a race, got {text}");
+    };
+    let EmuError::DataRace { kind, .. } = inner.as_ref() else {
+        panic!("expected a race, got {text}");
+    };
+    assert_eq!(*kind, "read after write", "{text}");
+}
+
 #[test]
 fn intrinsics_outside_a_launch_say_how_to_run_kernels() {
     let r = std::panic::catch_unwind(|| {

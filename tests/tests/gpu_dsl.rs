@@ -222,6 +222,23 @@ fn a_slice_of_user_structs_and_a_struct_by_value_run_on_the_gpu() {
     assert_eq!(sums.to_vec().unwrap(), want, "managed-memory nodes");
 }
 
+/// The kernel the emulator accepts for its `warp::sync` (`bar.warp.sync`): each lane reads
+/// the next lane's shared-memory element after the warp barrier, on the GPU too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_warp_barrier_orders_shared_memory_on_the_gpu() {
+    let gpu = gpu();
+    let on = test_kernels(&gpu);
+    let n = 64 * 1000;
+    let x = input(12, n);
+    let want: Vec<f32> = (0..n).map(|i| x[(i & !31) | ((i + 1) & 31)]).collect();
+    let dx = dev(&gpu, &x);
+    let mut dy = dev(&gpu, &vec![f32::NAN; n]);
+    let cfg = LaunchConfig::for_len(n, 64);
+    ptx_kernels::warp_synced_neighbour::launch(&on, cfg, &dx, &mut dy, 0).unwrap();
+    assert_eq!(read_dev(&gpu, &dy), want);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_kernel_params_struct_runs_on_the_gpu() {

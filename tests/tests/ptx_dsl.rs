@@ -362,7 +362,8 @@ fn indices_atomics_warp_sync_and_shared_memory() {
         assert_eq!(
             text.matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
                 .count(),
-            4, // intr_shared's two arrays, bug_missing_barrier's and bug_uninitialised_shared's
+            5, // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's
+            // and warp_synced_neighbour's
             "sm_{cc}"
         );
         let b = body(cc, "intr_shared");

@@ -93,6 +93,7 @@ pub(crate) fn run_block(
         launch,
         block_idx,
         epoch: Cell::new(1),
+        warp_syncs: RefCell::new(vec![0; n.div_ceil(32) as usize]),
         shared: RefCell::new(SharedMemory::default()),
         trace: RefCell::new(Vec::new()),
         serial: SERIAL.fetch_add(1, Ordering::Relaxed),
@@ -401,6 +402,12 @@ impl Scheduler<'_, '_> {
             .map(|i| (threads[i].warp_op.get()).expect("a lane at a warp operation deposited it"))
             .collect();
         let results = warp::resolve(&ops).map_err(|what| format!("warp {w}: {what}"))?;
+        if ops[0] == WarpOp::Sync {
+            // The lanes' shared-memory accesses before this barrier are ordered before
+            // those after it (for the race detector).
+            let block = threads[lanes.start].block;
+            block.warp_syncs.borrow_mut()[w] += 1;
+        }
         for (i, r) in lanes.zip(results) {
             self.resume_lane(i, r);
         }

@@ -235,11 +235,14 @@ pub fn shared_access(base: *const u8, len: usize, index: usize, write: bool) {
         if !t.block.launch.race_check {
             return Ok(());
         }
-        let epoch = t.block.epoch.get();
+        let when = crate::shared::When {
+            epoch: t.block.epoch.get(),
+            warp_sync: t.block.warp_syncs.borrow()[t.linear as usize / 32],
+        };
         t.block
             .shared
             .borrow_mut()
-            .access(base, len, index, write, t.linear, epoch)
+            .access(base, len, index, write, t.linear, when)
     });
     if let Some(Err(r)) = race {
         std::panic::resume_unwind(Box::new(r) as Box<dyn std::any::Any + Send>);

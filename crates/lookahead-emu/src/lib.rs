@@ -33,7 +33,8 @@
 //! * A barrier that some threads of a block never reach, or a warp operation that some lanes
 //!   never reach, is an [`EmuError::Deadlock`] listing who waited where and who exited.
 //! * Conflicting accesses to one shared-memory element by two threads with no barrier in
-//!   between are an [`EmuError::DataRace`] (reads and writes through `SharedArray::get`/`set`);
+//!   between (`sync_threads`, or `warp::sync` for two lanes of one warp) are an
+//!   [`EmuError::DataRace`] (reads and writes through `SharedArray::get`/`set`);
 //!   a read of an element nothing wrote is an [`EmuError::UninitializedRead`].
 //! * Two threads of a block updating one global-memory element with a plain read-modify-write
 //!   (`y[i] += v` in a kernel body) between the same barriers are an [`EmuError::GlobalRace`].

@@ -1,10 +1,11 @@
 //! Per-block shared memory (`shared_array!`) and its race detector.
 //!
 //! Each `shared_array!` call site is one allocation per block, made the first time a thread
-//! of the block reaches it. Each element has a shadow word pair recording the last writer and
-//! the readers of the current barrier epoch; two different threads touching an element in
-//! one epoch, at least one of them writing, is a data race (the program needs a
-//! `sync_threads` between them).
+//! of the block reaches it. Each element has a shadow recording the last writer and the
+//! readers of the current barrier epoch; two different threads touching an element in one
+//! epoch, at least one of them writing, is a data race (the program needs a `sync_threads`
+//! between them), unless both are lanes of one warp with a `warp::sync` between the two
+//! accesses (`bar.warp.sync` orders the memory accesses of the warp's lanes).
 
 use std::alloc::{alloc, dealloc, Layout};
 
@@ -40,11 +41,32 @@ pub(crate) enum SharedReport {
 struct Shadow {
     writer: u32, // linear thread + 1; 0 = none
     write_epoch: u64,
+    /// The writer's warp's `warp::sync` count at the write.
+    write_sync: u64,
     reader: u32, // linear thread + 1; 0 = none; SEVERAL = more than one
     read_epoch: u64,
+    /// The readers' warp (`MIXED`: readers of several warps) and its `warp::sync` count at
+    /// the last read.
+    read_warp: u32,
+    read_sync: u64,
 }
 
 const SEVERAL: u32 = u32::MAX;
+const MIXED: u32 = u32::MAX;
+
+/// When an access happens: the block's barrier epoch and the accessing warp's `warp::sync`
+/// count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct When {
+    pub epoch: u64,
+    pub warp_sync: u64,
+}
+
+/// Whether an earlier access by warp `warp` at its sync count `sync` is ordered before an
+/// access of thread `me` now: the same warp, with a `warp::sync` passed since.
+fn warp_ordered(warp: u32, sync: u64, me: u32, now: When) -> bool {
+    warp == me / 32 && now.warp_sync > sync
+}
 
 struct Allocation {
     symbol: &'static str,
@@ -105,7 +127,7 @@ impl SharedMemory {
     }
 
     /// Records that thread `me` (linear index) reads or writes element `index` of the
-    /// `len`-element array at `base`, in barrier epoch `epoch`.
+    /// `len`-element array at `base`, at `now`.
     pub fn access(
         &mut self,
         base: *const u8,
@@ -113,8 +135,9 @@ impl SharedMemory {
         index: usize,
         write: bool,
         me: u32,
-        epoch: u64,
+        now: When,
     ) -> Result<(), SharedReport> {
+        let epoch = now.epoch;
         let Some((site, s)) = self.shadow(base, len, index) else {
             return Ok(()); // not a shared_array! allocation of this block
         };
@@ -128,7 +151,9 @@ impl SharedMemory {
                 other: (other != SEVERAL).then(|| other - 1),
             })
         };
-        if s.write_epoch == epoch && s.writer != 0 && s.writer != me1 {
+        let write_ordered =
+            s.writer != 0 && warp_ordered((s.writer - 1) / 32, s.write_sync, me, now);
+        if s.write_epoch == epoch && s.writer != 0 && s.writer != me1 && !write_ordered {
             return Err(race(
                 if write {
                     "write after write"
@@ -139,16 +164,26 @@ impl SharedMemory {
             ));
         }
         if write {
-            if s.read_epoch == epoch && s.reader != 0 && s.reader != me1 {
+            let reads_ordered = warp_ordered(s.read_warp, s.read_sync, me, now);
+            if s.read_epoch == epoch && s.reader != 0 && s.reader != me1 && !reads_ordered {
                 return Err(race("write after read", s.reader));
             }
             s.writer = me1;
             s.write_epoch = epoch;
+            s.write_sync = now.warp_sync;
         } else if s.read_epoch != epoch {
             s.reader = me1;
             s.read_epoch = epoch;
-        } else if s.reader != me1 {
-            s.reader = SEVERAL;
+            s.read_warp = me / 32;
+            s.read_sync = now.warp_sync;
+        } else {
+            if s.reader != me1 {
+                s.reader = SEVERAL;
+            }
+            if s.read_warp != me / 32 {
+                s.read_warp = MIXED;
+            }
+            s.read_sync = now.warp_sync;
         }
         if never_written {
             self.pending.push(UninitReport {

@@ -50,6 +50,9 @@ pub(crate) struct BlockCtx<'l> {
     pub block_idx: [u32; 3],
     /// Barrier generation: bumped each time the whole block passes `sync_threads`.
     pub epoch: Cell<u64>,
+    /// Per warp, how many `warp::sync` barriers its lanes have passed together: accesses of
+    /// one warp's lanes to shared memory with one of these between them are ordered.
+    pub warp_syncs: RefCell<Vec<u64>>,
     pub shared: RefCell<SharedMemory>,
     pub trace: RefCell<Vec<PrefetchRecord>>,
     /// This run of the block, unique in the process (tags its global-memory updates).

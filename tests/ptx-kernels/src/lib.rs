@@ -413,6 +413,27 @@ pub fn bug_divergent_shuffle(out: &mut [f32]) {
     }
 }
 
+/// Writes a shared-memory element, passes `warp::sync`, and reads a neighbour's: the next
+/// lane's of the same warp (ordered by the warp barrier), or with `across` set the same
+/// lane's of the other warp of a 64-thread block (not ordered: a data race).
+#[kernel(same_len(x, y))]
+pub fn warp_synced_neighbour(x: &[f32], y: &mut [f32], across: u32) {
+    let tile = shared_array!(f32; 64);
+    let t = thread_idx_x() as usize % 64;
+    let i = global_index_x();
+    tile.set(t, if i < x.len() { x[i] } else { 0.0 });
+    warp::sync();
+    let from = if across != 0 {
+        (t + 32) % 64
+    } else {
+        (t & !31) | ((t + 1) & 31)
+    };
+    let v = tile.get(from);
+    if i < y.len() {
+        y[i] = v;
+    }
+}
+
 /// Reads a neighbour's shared-memory element with no barrier after the writes.
 #[kernel(same_len(x, y))]
 pub fn bug_missing_barrier(x: &[f32], y: &mut [f32]) {
