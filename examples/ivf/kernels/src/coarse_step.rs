@@ -2,6 +2,7 @@
 
 use lookahead_device::prelude::*;
 
+use crate::quad;
 use crate::topk::{before, warp_sort};
 use crate::{CoarseShape, COARSE_QUERIES_PER_BLOCK as QW, COARSE_WARPS, MAX_DIM, MAX_NPROBE};
 
@@ -113,11 +114,6 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
 /// Entries of [`coarse`]'s per-warp lists in shared memory: `nprobe` per query and warp.
 const WARP_LISTS: usize = QW * COARSE_WARPS * MAX_NPROBE;
 
-/// Four floats, 16-byte aligned: one vector load.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct Quad([f32; 4]);
-
 /// Quad `k` of centroid `c` in the interleaved layout (`quads x nlist x 4`), by one vector
 /// load when `ALIGNED`.
 #[inline(always)]
@@ -128,7 +124,7 @@ fn load_quad<const ALIGNED: bool>(centroids: &[f32], nlist: usize, k: usize, c: 
     // multiple of 4 floats.
     unsafe {
         if ALIGNED {
-            centroids.as_ptr().add(at).cast::<Quad>().read().0
+            quad::load(centroids, at)
         } else {
             let p = centroids.as_ptr().add(at);
             [*p, *p.add(1), *p.add(2), *p.add(3)]
@@ -198,7 +194,7 @@ fn centroid_distances(
     c: usize,
     queries: usize,
 ) -> [f32; QW] {
-    let aligned = centroids.as_ptr() as usize % core::mem::align_of::<Quad>() == 0;
+    let aligned = quad::aligned(centroids);
     let args = (staged, centroids, quads, nlist, c);
     match (queries == 1, aligned) {
         (true, true) => distances::<1, 8, true>(args),
@@ -305,14 +301,14 @@ pub fn coarse(
     let usable = dim > 0 && dim <= MAX_DIM && nprobe > 0 && centroids_q.len() >= quads * nlist * 4;
     let active = usable && q0 < nq;
     // The block's queries (uniform over the block).
-    let mine = if active { (nq - q0).min(per_block) } else { 0 };
+    let block_queries = if active { (nq - q0).min(per_block) } else { 0 };
     if usable {
         // The queries, zero past `dim` and past the block's last query (`distances` sums
         // those).
         let mut f = thread_idx_x() as usize;
         while f < QW * MAX_DIM {
             let (j, d) = (f / MAX_DIM, f % MAX_DIM);
-            let v = if j < mine && d < dim {
+            let v = if j < block_queries && d < dim {
                 queries[(q0 + j) * dim + d]
             } else {
                 0.0
@@ -323,7 +319,6 @@ pub fn coarse(
     }
     // Barriers every thread reaches (no early return before them).
     sync_threads();
-    let queries = mine;
     let mut lists = [WarpList::EMPTY; QW];
     if active {
         // Warp-uniform: every lane takes part in the lists' shuffles.
@@ -331,18 +326,18 @@ pub fn coarse(
         while base < nlist {
             let c = base + lane;
             let acc = if c < nlist {
-                centroid_distances(staged, centroids_q, quads, nlist, c, queries)
+                centroid_distances(staged, centroids_q, quads, nlist, c, block_queries)
             } else {
                 [f32::INFINITY; QW]
             };
-            offer_all(&mut lists, nprobe, queries, c < nlist, &acc, c as u32);
+            offer_all(&mut lists, nprobe, block_queries, c < nlist, &acc, c as u32);
             base += COARSE_WARPS * 32 * slices;
         }
     }
-    warp_lists_to_shared(&lists, nprobe, queries, warp, best_d, best_i);
+    warp_lists_to_shared(&lists, nprobe, block_queries, warp, best_d, best_i);
     sync_threads();
     // Warp `j` merges query `j`'s per-warp lists: lane `w < COARSE_WARPS` walks warp `w`'s list.
-    if warp < queries {
+    if warp < block_queries {
         let j = warp;
         let list = |w: usize, r: usize| (j * COARSE_WARPS + w) * MAX_NPROBE + r;
         let mut head = 0usize;

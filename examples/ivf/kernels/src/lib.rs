@@ -30,6 +30,7 @@ mod coarse_step;
 mod merge_step;
 mod params;
 mod plan_step;
+mod quad;
 mod scan_step;
 mod topk;
 

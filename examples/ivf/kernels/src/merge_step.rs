@@ -55,31 +55,8 @@ pub fn merge(
     }
     if valid && part < parts {
         let mut top = TopK::new();
-        let stride = 32 * parts;
-        let load = |at: usize| {
-            if at < hi {
-                (cand_dist[at], cand_ids[at])
-            } else {
-                (f32::INFINITY, u32::MAX)
-            }
-        };
-        let mut c = lo + part * 32 + lane;
-        // Four candidates' loads at once, named one by one so they stay in registers: the
-        // block has few warps, so each round trip to memory is paid in full (one load, then
-        // the other, per candidate took most of a 1-query merge).
-        while c < hi {
-            let got = [
-                load(c),
-                load(c + stride),
-                load(c + 2 * stride),
-                load(c + 3 * stride),
-            ];
-            top.offer_valid(got[0]);
-            top.offer_valid(got[1]);
-            top.offer_valid(got[2]);
-            top.offer_valid(got[3]);
-            c += 4 * stride;
-        }
+        let walk = (lo + part * 32 + lane, hi, 32 * parts);
+        for_each_candidate(cand_dist, cand_ids, walk, |c| top.offer_valid(c));
         top.warp_merge(|j, d, id| {
             if lane == 0 {
                 if per_block {
@@ -258,13 +235,6 @@ fn keep_within(
 ) {
     let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
     let n = dist.len().min(ids.len());
-    let load = |at: usize| {
-        if at < n {
-            (dist[at], ids[at])
-        } else {
-            (f32::NAN, u32::MAX)
-        }
-    };
     let keep = |(d, id): (f32, u32)| {
         if id != u32::MAX && d <= bound {
             let slot = kept.atomic_add(0, 1) as usize;
@@ -274,19 +244,41 @@ fn keep_within(
             }
         }
     };
-    let mut c = tid;
-    // Four loads in flight per thread, as in the general merge.
-    while c < n {
+    for_each_candidate(dist, ids, (tid, n, threads), keep);
+}
+
+/// Calls `each` with the candidates `(dist[c], ids[c])` for `c = first, first + stride, ...`
+/// below `end` (`walk = (first, end, stride)`), four at a time: the four loads are issued
+/// before any is used, named one by one so they stay in registers. A merge block has few
+/// warps, so each round trip to memory is paid in full (one load, then the other, per
+/// candidate took most of a 1-query merge). Places past `end` in the last round come as
+/// empty places, `(f32::INFINITY, u32::MAX)`.
+#[inline(always)]
+fn for_each_candidate(
+    dist: &[f32],
+    ids: &[u32],
+    (first, end, stride): (usize, usize, usize),
+    mut each: impl FnMut((f32, u32)),
+) {
+    let load = |at: usize| {
+        if at < end {
+            (dist[at], ids[at])
+        } else {
+            (f32::INFINITY, u32::MAX)
+        }
+    };
+    let mut c = first;
+    while c < end {
         let got = [
             load(c),
-            load(c + threads),
-            load(c + 2 * threads),
-            load(c + 3 * threads),
+            load(c + stride),
+            load(c + 2 * stride),
+            load(c + 3 * stride),
         ];
-        keep(got[0]);
-        keep(got[1]);
-        keep(got[2]);
-        keep(got[3]);
-        c += 4 * threads;
+        each(got[0]);
+        each(got[1]);
+        each(got[2]);
+        each(got[3]);
+        c += 4 * stride;
     }
 }

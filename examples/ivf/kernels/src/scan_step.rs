@@ -6,6 +6,7 @@ use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, Readiness, RequestQueue};
 
 use crate::params::{Batch, Candidates, Index, Pull, WorkPlan};
+use crate::quad;
 use crate::topk::WarpBest;
 use crate::{
     DIMS_PER_LANE, HINT_L2, K, LANES_PER_ROW, MAX_DIM, PULL_WORK_WORDS, READY_ARRIVED,
@@ -105,9 +106,9 @@ fn scan_item<const QUADS: bool>(
                     // SAFETY: a <= row < b and d + 4 <= dim (both multiples of 4), so
                     // at + d + 4 <= (b - a) * dim <= rows.len(); `rows` is 16-byte aligned
                     // and at + d a multiple of 4, so the quad is aligned.
-                    let v = unsafe { rows.as_ptr().add(at + d).cast::<Quad>().read() };
+                    let v = unsafe { quad::load(rows, at + d) };
                     for u in 0..4 {
-                        let t = qv[4 * j + u] - v.0[u];
+                        let t = qv[4 * j + u] - v[u];
                         s += t * t;
                     }
                 }
@@ -150,10 +151,6 @@ fn scan_item<const QUADS: bool>(
 // Lanes `0..K` write an item's nearest from the warp's [`WarpBest`] of 32.
 const _: () = assert!(K <= 32);
 
-/// Four floats, 16-byte aligned: one vector load.
-#[repr(C, align(16))]
-struct Quad([f32; 4]);
-
 /// The dimension lane `g` of a row's group holds in its `i`-th register.
 #[inline(always)]
 fn lane_dim<const QUADS: bool>(g: usize, i: usize) -> usize {
@@ -174,7 +171,7 @@ fn scan_rows(
     work: &WorkPlan,
     out: &mut Candidates,
 ) {
-    if index.dim % 4 == 0 && rows.as_ptr() as usize % 16 == 0 {
+    if index.dim % 4 == 0 && quad::aligned(rows) {
         scan_item::<true>(rows, w, index, batch, work, out)
     } else {
         scan_item::<false>(rows, w, index, batch, work, out)
