@@ -51,7 +51,7 @@ const FEW_PAIRS: usize = 512;
 /// How a batch's work reaches the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submit {
-    /// Each copy, memset and kernel queued on its own (about ten driver calls).
+    /// Each copy, memset and kernel queued on its own (six or seven driver calls).
     Launches,
     /// One replay of the captured graph.
     Graph,
@@ -115,17 +115,12 @@ impl GpuIndex {
         }
         self.prepare(params.policy)?;
         let dim = self.layout.dim;
-        let shape = self.batch_shape(params, capacity)?;
-        // Room for the most items and coarse slices of every batch size.
-        let mut need = Capacity::of(&shape);
+        // Room for every batch size: smaller ones scan smaller items (more of them) and
+        // split the coarse step into more slices.
+        let mut need = Capacity::of(&self.batch_shape(params, capacity)?);
         for nq in 1..capacity {
-            need.items = need.items.max(self.batch_shape(params, nq)?.items);
+            need = need.covering(Capacity::of(&self.batch_shape(params, nq)?));
         }
-        let (nlist, nprobe, sms) = (shape.nlist, shape.nprobe, shape.sms);
-        need.coarse = (1..=capacity)
-            .map(|nq| nq * nprobe * ivf_kernels::coarse_slices(nq, nlist, nprobe, sms))
-            .max()
-            .unwrap_or(0);
         self.buffers(need)?;
         Ok(BatchSearch {
             params,

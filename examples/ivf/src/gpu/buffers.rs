@@ -102,6 +102,16 @@ impl Capacity {
         }
     }
 
+    /// Room for both `self` and `other`: the larger of each size.
+    pub(super) fn covering(self, other: Capacity) -> Capacity {
+        Capacity {
+            queries: self.queries.max(other.queries),
+            pairs: self.pairs.max(other.pairs),
+            items: self.items.max(other.items),
+            coarse: self.coarse.max(other.coarse),
+        }
+    }
+
     /// Whether buffers of this capacity hold `need`.
     pub(super) fn holds(&self, need: &Capacity) -> bool {
         self.queries >= need.queries

@@ -288,7 +288,7 @@ impl Search<'_> {
 
     /// The first `rows` queries' outputs poisoned (a word left so is one the kernels did not
     /// write).
-    pub(super) fn poison_outputs(&mut self, rows: usize) -> Result<()> {
+    fn poison_outputs(&mut self, rows: usize) -> Result<()> {
         let (s, words) = (self.s, rows * K);
         let out_d = UM::prefix(&mut self.b.out_d, words, s)?;
         fill32(out_d.device_ptr(), words, POISON_DIST, s)?;
@@ -308,8 +308,8 @@ impl Search<'_> {
             nprobe: sh.nprobe as u32,
             per_block: per_block as u32,
         };
+        let cfg = ivf_kernels::coarse_grid(sh.nq, per_block, sh.slices);
         if sh.slices == 1 {
-            let cfg = ivf_kernels::coarse_grid(sh.nq, per_block, 1);
             let mut probes = UM::prefix(&mut b.probes, sh.pairs, s)?;
             let mut no_dist = UM::prefix(&mut b.coarse_partial_d, 0, s)?;
             return ivf_kernels::coarse::launch(
@@ -323,7 +323,6 @@ impl Search<'_> {
             );
         }
         let n = sh.pairs * sh.slices;
-        let cfg = ivf_kernels::coarse_grid(sh.nq, per_block, sh.slices);
         let (mut ids, mut dist) = (
             UM::prefix(&mut b.coarse_partial, n, s)?,
             UM::prefix(&mut b.coarse_partial_d, n, s)?,
