@@ -31,6 +31,14 @@ impl Vectors {
     pub fn row(&self, i: usize) -> &[f32] {
         &self.data[i * self.dim..(i + 1) * self.dim]
     }
+
+    /// A copy of the first `n` vectors (all of them when there are fewer).
+    pub fn prefix(&self, n: usize) -> Vectors {
+        Vectors {
+            dim: self.dim,
+            data: self.data[..self.dim * n.min(self.len())].to_vec(),
+        }
+    }
 }
 
 /// How to generate a clustered data set.

@@ -10,3 +10,4 @@ pub mod data;
 pub mod emulated;
 pub mod gpu;
 pub mod index;
+pub mod workload;

@@ -12,12 +12,9 @@ use lookahead::Gpu;
 use lookahead_bench::args::{at_least, at_most, in_range, Validate};
 use lookahead_bench::stats::{quantile, Summary};
 use lookahead_ivf::data::{read_fvecs, Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchOutcome, SearchParams};
-use lookahead_ivf::{cpu, index::IvfLayout};
+use lookahead_ivf::gpu::{GpuIndex, Machinery, SearchOutcome, SearchParams};
+use lookahead_ivf::workload;
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
-
-#[path = "shared/mod.rs"]
-mod shared;
 
 type Res<T> = Result<T, Box<dyn StdError>>;
 
@@ -77,26 +74,18 @@ fn main() -> ExitCode {
     let args: Args = lookahead_bench::args::parse();
     lookahead_bench::exit_code(
         run(&args),
-        "The IVF search runs on a GPU; its CPU reference is tested by `cargo test -p lookahead-ivf`.",
+        "The IVF search runs on a GPU; its CPU reference is tested by \
+         `cargo test -p lookahead-ivf`.",
     )
 }
 
 fn run(args: &Args) -> Res<bool> {
     let gpu = Gpu::new(0)?;
-    let spec = Clusters {
-        dim: args.dim,
-        clusters: args.nlist,
-        spread: 4.0,
-        sigma: 1.0,
-        seed: args.seed,
-    };
+    let spec = workload::clustered(args.dim, args.nlist, args.seed);
     let data = load_data(args, &spec)?;
     let (mut index, mut mach) = build(&gpu, args, &data)?;
     let queries = match &args.fvecs {
-        Some(_) => Vectors {
-            dim: data.dim,
-            data: data.data[..data.dim * args.queries.min(data.len())].to_vec(),
-        },
+        Some(_) => data.prefix(args.queries),
         None => spec.points(args.queries, 1, None),
     };
     let (out, consistent) = search(args, &mut index, &mut mach, &queries)?;
@@ -139,16 +128,8 @@ fn load_data(args: &Args, spec: &Clusters) -> Res<Vectors> {
 /// Trains the centroids on a sample, builds the index in managed memory, and sets it up
 /// once for the policy (mapping, pull cache), so that no search pays for it.
 fn build(gpu: &Gpu, args: &Args, data: &Vectors) -> Res<(GpuIndex, Machinery)> {
-    let sample = Vectors {
-        dim: data.dim,
-        data: data.data[..data.dim * (args.nlist * 32).min(data.len())].to_vec(),
-    };
-    let centroids = cpu::kmeans_with(&sample, args.nlist, 8, args.seed, |c, v| {
-        assign_on_gpu(gpu, c, v)
-    })?;
-    let assign = assign_on_gpu(gpu, &centroids, data)?;
-    let layout = IvfLayout::from_assignment(data.dim, centroids, &assign);
-    let mut index = GpuIndex::new(gpu, layout, data)?;
+    let sample = data.prefix(args.nlist * 32);
+    let mut index = workload::build_index(gpu, data, &sample, args.nlist, 8, args.seed)?;
     let profile = MachineProfile::cached_or_probe(gpu)?;
     let config = ServiceConfig {
         threads: args.service_threads,
@@ -220,13 +201,28 @@ fn print_outcome(
         index.index_bytes() as f64 / (1u64 << 30) as f64
     );
     println!(
-        "searched {} queries, nprobe {}: policy {} ({} asked), {} lists probed = {:.1} MB, {:.2} ms, {:.1} GB/s on needed bytes",
-        queries.len(), args.nprobe, out.policy.name(), args.policy.name(), out.probed_lists,
-        out.needed_bytes as f64 / 1e6, out.seconds * 1e3, out.needed_bytes as f64 / out.seconds / 1e9
+        "searched {} queries, nprobe {}: policy {} ({} asked), {} lists probed = {:.1} MB, \
+         {:.2} ms, {:.1} GB/s on needed bytes",
+        queries.len(),
+        args.nprobe,
+        out.policy.name(),
+        args.policy.name(),
+        out.probed_lists,
+        out.needed_bytes as f64 / 1e6,
+        out.seconds * 1e3,
+        out.needed_bytes as f64 / out.seconds / 1e9
     );
     println!(
-        "lists: {} asked for (gpu-requests) or copied (gpu-pull) by the GPU, {} arrived before they were read, {} went ahead on the fault path, {} timed out waiting; GPU part {:.2} ms, scan {:.2} ms ({} work items)",
-        out.requested, out.arrived, out.went_ahead, out.timed_out, out.gpu_seconds * 1e3, out.scan_seconds * 1e3, out.items
+        "lists: {} asked for (gpu-requests) or copied (gpu-pull) by the GPU, {} arrived before \
+         they were read, {} went ahead on the fault path, {} timed out waiting; GPU part \
+         {:.2} ms, scan {:.2} ms ({} work items)",
+        out.requested,
+        out.arrived,
+        out.went_ahead,
+        out.timed_out,
+        out.gpu_seconds * 1e3,
+        out.scan_seconds * 1e3,
+        out.items
     );
     if out.pull_copy_seconds > 0.0 {
         println!(
@@ -252,7 +248,7 @@ fn print_outcome(
 /// Recall@10 of the first `--recall-sample` queries against brute force, printed.
 fn recall(args: &Args, data: &Vectors, queries: &Vectors, out: &SearchOutcome) -> f64 {
     let n = args.recall_sample.min(queries.len());
-    let r = shared::recall(data, queries, out, n);
+    let r = workload::recall(data, queries, out, n);
     println!("recall@10 on {n} queries against brute force: {r:.3}");
     r
 }
