@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use ivf_kernels::{
     BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs, PullPlanArgs,
-    WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS,
+    Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS,
+    TOTAL_WORDS,
 };
 use lookahead::emu::Emulator;
 use lookahead::launch::{HostMemory, LaunchConfig};
@@ -152,7 +153,7 @@ impl Plan {
             pair_cand_off: vec![u32::MAX; pairs + 1],
             item_pair: vec![u32::MAX; items],
             item_chunk: vec![u32::MAX; items],
-            totals: vec![0u32; 4],
+            totals: vec![0u32; TOTAL_WORDS],
             copied: vec![0u32; nlist.max(1)],
             copy_first: vec![u32::MAX; nlist + 1],
         }
@@ -314,15 +315,17 @@ impl Inputs<'_> {
             },
         )?;
         p.copied = copied;
-        let probed = &p.probed[..p.totals[0] as usize];
+        let probed = &p.probed[..Total::ProbedLists.of(&p.totals)];
         let from_cache = (probed.iter())
             .filter(|&&l| c.readiness[l as usize] == ivf_kernels::READY_ARRIVED)
             .count();
         let (offsets, dim) = (&self.layout.offsets, self.layout.dim);
-        let matches = p.wanted[..p.totals[2] as usize].iter().all(|&l| {
-            let r = offsets[l as usize] as usize * dim..offsets[l as usize + 1] as usize * dim;
-            cache[r.clone()] == self.lists[r]
-        });
+        let matches = p.wanted[..Total::WantedLists.of(&p.totals)]
+            .iter()
+            .all(|&l| {
+                let r = offsets[l as usize] as usize * dim..offsets[l as usize + 1] as usize * dim;
+                cache[r.clone()] == self.lists[r]
+            });
         Ok((from_cache, matches))
     }
 
@@ -354,7 +357,7 @@ impl Inputs<'_> {
         cache_matches: bool,
         scan_seconds: f64,
     ) -> EmulatedSearch {
-        let probed_lists = p.totals[0] as usize;
+        let probed_lists = Total::ProbedLists.of(&p.totals);
         let probed = &p.probed[..probed_lists];
         let dim = self.layout.dim as u64;
         let scanned_floats = (probed.iter())
@@ -364,11 +367,11 @@ impl Inputs<'_> {
             dist,
             ids,
             probed_lists,
-            wanted: p.wanted[..p.totals[2] as usize].to_vec(),
+            wanted: p.wanted[..Total::WantedLists.of(&p.totals)].to_vec(),
             from_cache,
             cache_matches,
             probed: probed.to_vec(),
-            items: p.totals[1] as usize,
+            items: Total::WorkItems.of(&p.totals),
             scanned_floats,
             scan_seconds,
         }

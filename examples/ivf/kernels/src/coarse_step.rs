@@ -256,23 +256,32 @@ fn warp_lists_to_shared(
     }
 }
 
-/// `out[(q * slices + s) * nprobe + j]` = the `j`-th nearest to query `q` (ties by index) of
-/// slice `s`'s centroids, where the grid's `y` dimension is `slices` and slice `s` holds the
-/// centroids `c` with `c / COARSE_THREADS % slices == s`. With one slice, `out` is the
-/// probes (`out[q * nprobe + j]`); with more, [`coarse_merge`] merges the slices' lists, so a
-/// few queries spread over `slices` times as many SMs. When `out_dist` is as long as `out`,
-/// it gets each listed centroid's distance (what [`coarse_merge`] merges by).
+/// Each query's nearest centroids, slice by slice:
+/// `out[(q * slices + s) * nprobe + j]` is the `j`-th nearest to query `q` (ties by index)
+/// of slice `s`'s centroids.
 ///
-/// Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
-/// `shape.per_block` queries (at most
-/// [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK); 0 means that many), as
-/// [`coarse_grid`](crate::coarse_grid) does. The block's queries are staged in shared memory; its warps split the centroids, and each lane reads its
-/// centroid from `centroids_q` (the centroids in quads, `dim.div_ceil(4) x nlist x 4`, zero
-/// past `dim`: see `interleave_quads` on the host) 4 dimensions at a time, so that 32 lanes
-/// load 512 consecutive bytes, computing its centroid's distance to all of the block's
-/// queries from one load. Each warp keeps a sorted `nprobe` nearest per query spread over its lanes'
-/// registers ([`WarpList`]), writes it to shared memory, and one warp per query merges the
+/// - The grid's `y` dimension is `slices`; slice `s` holds the centroids `c` with
+///   `c / COARSE_THREADS % slices == s`.
+/// - With one slice, `out` is the probes (`out[q * nprobe + j]`); with more,
+///   [`coarse_merge`] merges the slices' lists.
+/// - When `out_dist` is as long as `out`, it gets each listed centroid's distance (what
+///   [`coarse_merge`] merges by).
+/// - Launch blocks of [`COARSE_THREADS`](crate::COARSE_THREADS) threads, one block per
+///   `shape.per_block` queries (at most
+///   [`COARSE_QUERIES_PER_BLOCK`](crate::COARSE_QUERIES_PER_BLOCK); 0 means that many), as
+///   [`coarse_grid`](crate::coarse_grid) does.
+///
+/// How: the block's queries are staged in shared memory, and its warps split the
+/// centroids. Each lane reads its centroid from `centroids_q` (the centroids in quads,
+/// `dim.div_ceil(4) x nlist x 4`, zero past `dim`: see `interleave_quads` on the host) 4
+/// dimensions at a time, and computes its distance to all of the block's queries from that
+/// one load. Each warp keeps a sorted `nprobe` nearest per query spread over its lanes'
+/// registers ([`WarpList`]) and writes it to shared memory; one warp per query merges the
 /// warps' lists. Distances are summed in dimension order, exactly as the CPU reference does.
+///
+/// Why: the quads make 32 lanes load 512 consecutive bytes, and a block of several queries
+/// reads each centroid once for all of them. Slices spread a few queries over `slices`
+/// times as many SMs.
 #[kernel]
 pub fn coarse(
     queries: &[f32],

@@ -1,8 +1,8 @@
 //! # ivf-kernels
 //!
 //! The kernels of an IVF-Flat search, in plain Rust with `#[kernel]`, each taking a few
-//! parameter structs ([`Index`], [`Batch`], [`PlanOut`], [`PairPlanOut`], [`WorkPlan`], [`Pull`],
-//! [`Candidates`]):
+//! parameter structs ([`Index`], [`Batch`], [`PlanOut`], [`PairPlanOut`], [`WorkPlan`],
+//! [`Pull`], [`Candidates`]):
 //!
 //! 1. [`coarse`]: each query's `nprobe` nearest centroids (a warp per
 //!    [`COARSE_QUERIES_PER_BLOCK`] queries over the centroids in quads);
@@ -158,8 +158,9 @@ pub fn coarse_per_block(queries: usize, sms: usize) -> usize {
 }
 
 /// How many slices [`coarse`] splits the centroids into for `queries` queries over `nlist`
-/// centroids on `sms` SMs ([`coarse_per_block`] queries per block): enough for about a block per SM, at least a warp's worth of
-/// centroids per slice's block, and at most [`MAX_COARSE_SLICES`] lists to merge.
+/// centroids on `sms` SMs ([`coarse_per_block`] queries per block): enough for about a
+/// block per SM, at least a warp's worth of centroids per slice's block, and at most
+/// [`MAX_COARSE_SLICES`] lists to merge.
 pub fn coarse_slices(queries: usize, nlist: usize, nprobe: usize, sms: usize) -> usize {
     let blocks = queries.div_ceil(coarse_per_block(queries, sms)).max(1);
     let by_sms = sms.div_ceil(blocks);

@@ -46,9 +46,9 @@ pub struct PlanOut {
     pub counts: DeviceSliceMut<u32>,
     /// Per pair: its index among its list's pairs.
     pub slots: DeviceSliceMut<u32>,
-    /// The probed lists, in list order (`totals[0]` of them).
+    /// The probed lists, in list order ([`Total::ProbedLists`] of them).
     pub probed: DeviceSliceMut<u32>,
-    /// The lists to ask for or to copy (`totals[2]` of them).
+    /// The lists to ask for or to copy ([`Total::WantedLists`] of them).
     pub wanted: DeviceSliceMut<u32>,
     /// Per list: where its work items start.
     pub list_item_off: DeviceSliceMut<u32>,
@@ -58,9 +58,33 @@ pub struct PlanOut {
     pub item_pair: DeviceSliceMut<u32>,
     /// Per work item: its chunk of the pair's list.
     pub item_chunk: DeviceSliceMut<u32>,
-    /// Probed lists, work items, wanted lists, copy chunks.
+    /// [`TOTAL_WORDS`] counts, one per [`Total`].
     pub totals: DeviceSliceMut<u32>,
 }
+
+/// The words of [`PlanOut::totals`], by what each counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Total {
+    /// The probed lists: the first entries of [`PlanOut::probed`].
+    ProbedLists = 0,
+    /// The scan's work items.
+    WorkItems = 1,
+    /// The lists asked for or to copy: the first entries of [`PlanOut::wanted`].
+    WantedLists = 2,
+    /// The pull's copy chunks.
+    CopyChunks = 3,
+}
+
+impl Total {
+    /// This count in `totals` (a copy of [`PlanOut::totals`]).
+    pub fn of(self, totals: &[u32]) -> usize {
+        totals[self as usize] as usize
+    }
+}
+
+/// Words of [`PlanOut::totals`].
+pub const TOTAL_WORDS: usize = 4;
 
 /// What [`crate::plan_pairs`] writes (the work items of [`PlanOut`], in pair order).
 #[derive(KernelParams)]
@@ -72,7 +96,7 @@ pub struct PairPlanOut {
     pub item_pair: DeviceSliceMut<u32>,
     /// Per work item: its chunk of the pair's list.
     pub item_chunk: DeviceSliceMut<u32>,
-    /// Probed lists (0), work items, wanted lists (0), copy chunks (0).
+    /// [`PlanOut::totals`]: the work items, and 0 for the rest.
     pub totals: DeviceSliceMut<u32>,
 }
 
@@ -116,12 +140,28 @@ pub struct Pull {
     pub wanted: DeviceSlice<u32>,
     /// Their chunk numbering (from [`PullPlan::copy_first`]).
     pub copy_first: DeviceSlice<u32>,
-    /// Claim counters and the copy's GPU clock times.
+    /// Claim counters and the copy's GPU clock times, one word per [`PullWork`].
     pub work: DeviceSliceMut<u64>,
     /// The warps of every this-many-th SM copy.
     pub copy_every: u32,
     /// How long a warp waits for a list's copy before reading it over the interconnect.
     pub wait_us: u32,
+}
+
+/// The words of [`Pull::work`], by what each holds; the kernel needs them zero at launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum PullWork {
+    /// Copy warps started: the first to claim it records [`PullWork::CopyStartNs`].
+    CopyWarps = 0,
+    /// The next copy chunk to claim.
+    NextChunk = 1,
+    /// The next work item to claim.
+    NextItem = 2,
+    /// The GPU's nanosecond clock when the first copy warp started.
+    CopyStartNs = 3,
+    /// The GPU's nanosecond clock when the last copy warp finished.
+    CopyEndNs = 4,
 }
 
 /// What a scan writes: each list's readiness code, and the `K` nearest of each work item.

@@ -5,27 +5,35 @@ use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, RequestQueue};
 
 use crate::block::{exclusive_sum, SCRATCH_WORDS};
-use crate::params::{Index, PairPlanOut, PlanOut, PullPlan};
+use crate::params::{Index, PairPlanOut, PlanOut, PullPlan, Total};
 use crate::PLAN_THREADS;
 
-/// Plans the scan, in one block of [`PLAN_THREADS`](crate::PLAN_THREADS) threads.
+/// Plans the scan, in one block of [`PLAN_THREADS`](crate::PLAN_THREADS) threads, from the
+/// (query, probe) pairs `probes` (pair `p` is query `p / nprobe`). It writes:
 ///
-/// From the (query, probe) pairs `probes` (pair `p` = query `p / nprobe`), it counts the
-/// pairs of each list (`counts`, each pair's `slots` index among them), lists the probed
-/// lists in list order (`probed`, their number in `totals[0]`), and, when `queue` is
-/// enabled, asks the host at once for those of them not still resident from an earlier
-/// request (`wanted`, their number in `totals[2]`; one ring claim, in list order, which is
-/// address order; lists that do not fit are marked "go ahead", resident ones "arrived").
-/// With `pull_enabled != 0` (for [`crate::pull_scan`]) `wanted` lists instead the probed
-/// lists whose copy in the device cache is not complete (`copied[l]` below [`pull::chunks`]
-/// of the list's bytes), their counts reset, and numbers their copy chunks: the `k`-th wanted
-/// list's start at `copy_first[k]`, and `copy_first[totals[2]] = totals[3]` is their total.
-/// Then it cuts each list into chunks of `chunk_rows` vectors and writes the scan's work
-/// items, one per (pair, chunk): `item_pair` / `item_chunk`, list by list, chunk by chunk,
-/// the pairs of a chunk next to each other (so their reads of the chunk share the L2 cache);
-/// `totals[1]` is their number. Each pair's candidate lists start at `pair_cand_off[p]` (in
-/// lists of `K`; `pair_cand_off[P]` is the total), so a query's candidates are contiguous for
-/// [`crate::merge`].
+/// - per list, the pairs that probe it (`counts`), and per pair its place among them
+///   (`slots`);
+/// - the probed lists in list order (`probed`; [`Total::ProbedLists`] of them);
+/// - the lists to bring over (`wanted`; [`Total::WantedLists`] of them), see below;
+/// - the scan's work items, one per (pair, chunk of `chunk_rows` vectors): `item_pair` and
+///   `item_chunk`, list by list and chunk by chunk, with the pairs of a chunk side by side
+///   ([`Total::WorkItems`] of them);
+/// - per pair, where its candidate lists start (`pair_cand_off[p]`, in lists of `K`;
+///   `pair_cand_off[pairs]` is the total).
+///
+/// Which lists are wanted depends on the policy:
+///
+/// - with `queue` enabled (GPU-driven requests), the probed lists not still resident from
+///   an earlier request, asked for with one ring claim in list order; lists that do not fit
+///   in the ring are marked "go ahead", resident ones "arrived";
+/// - with `pull_enabled != 0` (for [`crate::pull_scan`]), the probed lists whose copy in the
+///   device cache is incomplete (`copied[l]` below [`pull::chunks`] of the list's bytes).
+///   Their counts are reset and their copy chunks numbered: the `k`-th wanted list's start
+///   at `copy_first[k]`, and `copy_first[wanted]` is their total ([`Total::CopyChunks`]).
+///
+/// Why this order: list order is address order, so adjacent lists reach the host's service
+/// in one claim, side by side, and it groups them into long prefetches; the pairs of a chunk run next to each other, so their reads of it share the
+/// L2 cache; and a query's candidates are contiguous for [`crate::merge`].
 #[kernel]
 pub fn plan(
     probes: &[u32],
@@ -59,10 +67,10 @@ pub fn plan(
     );
     if thread_idx_x() == 0 {
         out.pair_cand_off[pairs] = cands;
-        out.totals[0] = found.lists as u32;
-        out.totals[1] = found.items;
-        out.totals[2] = found.wanted as u32;
-        out.totals[3] = found.copies;
+        out.totals[Total::ProbedLists as usize] = found.lists as u32;
+        out.totals[Total::WorkItems as usize] = found.items;
+        out.totals[Total::WantedLists as usize] = found.wanted as u32;
+        out.totals[Total::CopyChunks as usize] = found.copies;
     }
     write_items(probes, &index, nlist, pairs, &mut out);
 }
@@ -259,16 +267,16 @@ fn write_items(probes: &[u32], index: &Index, nlist: usize, pairs: usize, out: &
 }
 
 /// The plan of a small batch whose lists are all resident, in one block of
-/// [`PLAN_THREADS`](crate::PLAN_THREADS) threads: the work items pair by pair, chunk by chunk
-/// (`item_pair` / `item_chunk`; item `pair_cand_off[p] + c` is chunk `c` of pair `p`), and
-/// each pair's candidate lists at `pair_cand_off[p]` as in [`plan`], so [`crate::scan`] and
-/// [`crate::merge`] give the same neighbours. `totals[1]` is the number of items; the
-/// probed, wanted and copy counts (`totals[0]`, `[2]`, `[3]`) are 0: nothing is counted per
-/// list, asked for or copied.
+/// [`PLAN_THREADS`](crate::PLAN_THREADS) threads. It writes the work items pair by pair,
+/// chunk by chunk (`item_pair` / `item_chunk`: item `pair_cand_off[p] + c` is chunk `c` of
+/// pair `p`), and each pair's candidate lists at `pair_cand_off[p]` as [`plan`] does, so
+/// [`crate::scan`] and [`crate::merge`] give the same neighbours. Of the totals, only
+/// [`Total::WorkItems`] is set; the others are 0, as nothing is counted per list, asked for
+/// or copied.
 ///
-/// Without [`plan`]'s passes over every list (their barriers took most of a 1-query plan),
-/// for batches whose pairs rarely share a list: [`plan`]'s order puts the pairs of a list
-/// next to each other, so that their reads share the L2 cache.
+/// Why: [`plan`]'s passes over every list (their barriers took most of a 1-query plan) pay
+/// off when pairs share lists, whose reads [`plan`]'s order lets share the L2 cache; a small
+/// batch's pairs rarely do.
 #[kernel]
 pub fn plan_pairs(probes: &[u32], index: Index, mut out: PairPlanOut) {
     let nlist = index.offsets.len().saturating_sub(1);
@@ -311,9 +319,9 @@ pub fn plan_pairs(probes: &[u32], index: Index, mut out: PairPlanOut) {
     );
     if tid == 0 {
         out.pair_cand_off[pairs] = before;
-        out.totals[0] = 0;
-        out.totals[1] = before;
-        out.totals[2] = 0;
-        out.totals[3] = 0;
+        out.totals[Total::ProbedLists as usize] = 0;
+        out.totals[Total::WorkItems as usize] = before;
+        out.totals[Total::WantedLists as usize] = 0;
+        out.totals[Total::CopyChunks as usize] = 0;
     }
 }

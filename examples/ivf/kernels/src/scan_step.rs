@@ -5,7 +5,7 @@
 use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, Readiness, RequestQueue};
 
-use crate::params::{Batch, Candidates, Index, Pull, WorkPlan};
+use crate::params::{Batch, Candidates, Index, Pull, PullWork, Total, WorkPlan};
 use crate::quad;
 use crate::topk::WarpBest;
 use crate::{
@@ -178,15 +178,21 @@ fn scan_rows(
     }
 }
 
-/// Scans the work items [`crate::plan`] wrote: warp `w` of the grid takes items `w`,
-/// `w + warps`, ... (`totals[1]` of them). For item (pair `p`, chunk `c`) it computes the
-/// distance from query `p / nprobe` to each vector of chunk `c` of list `probes[p]` and writes
-/// the `K` nearest to `out.{dist, ids}[(pair_cand_off[p] + c) * K ..]`.
+/// Scans the work items [`crate::plan`] wrote ([`Total::WorkItems`] of them).
 ///
-/// Before a list's first item, lane 0 waits until `queue` reports the list resident (or says
-/// to go ahead on the fault path), and records what happened in `out.readiness[list]`. With
-/// `batch.hints == HINT_L2` each warp prefetches its next item's vectors into L2 first (the
-/// in-kernel hint, which does not migrate managed pages on the GPUs we measured).
+/// - Warp `w` of the grid takes items `w`, `w + warps`, ...
+/// - For item (pair `p`, chunk `c`) it computes the distance from query `p / nprobe` to each
+///   vector of chunk `c` of list `probes[p]`, and writes the `K` nearest to
+///   `out.{dist, ids}[(pair_cand_off[p] + c) * K ..]`.
+/// - Before a list's first item, lane 0 waits until `queue` reports the list resident (or
+///   says to go ahead on the fault path) and records what happened in
+///   `out.readiness[list]`.
+/// - With `batch.hints == HINT_L2`, each warp first prefetches its next item's vectors into
+///   L2.
+///
+/// Why: under GPU-driven requests a list is read only once its request is served, so the
+/// scan does not fault on it. The L2 hint is the in-kernel policy; it does not migrate
+/// managed pages ([`HINT_L2`](crate::HINT_L2) says where that was measured).
 #[kernel(launch_bounds(threads = SCAN_THREADS, blocks_per_sm = 2))]
 pub fn scan(index: Index, batch: Batch, work: WorkPlan, queue: RequestQueue, mut out: Candidates) {
     if !usable(&index) {
@@ -195,7 +201,7 @@ pub fn scan(index: Index, batch: Batch, work: WorkPlan, queue: RequestQueue, mut
     let dim = index.dim as usize;
     let lane = lane_id() as usize;
     let warps = grid_stride_x() / 32;
-    let items = (work.totals[1] as usize).min(work.item_pair.len());
+    let items = (work.totals[Total::WorkItems as usize] as usize).min(work.item_pair.len());
     let mut ready_list = usize::MAX;
     let mut it = global_index_x() / 32;
     while it < items {
@@ -235,19 +241,23 @@ pub fn scan(index: Index, batch: Batch, work: WorkPlan, queue: RequestQueue, mut
 /// the device-memory cache (`pull.cache`, the layout of `index.vectors`) over the
 /// interconnect, then scans the copies.
 ///
-/// The warps on every `copy_every`-th SM ([`sm_id`] a multiple of it), and warp 0 of block 0
-/// in any case, copy the chunks [`crate::plan`] numbered (`wanted`, `copy_first`,
-/// `totals[3]`), claimed in order from `work[1]`, adding one to `copied[list]` per chunk
-/// ([`pull::copy_chunk`]); then every warp takes work items in order from `work[2]` and,
-/// before a list's first item, waits until its copy is complete ([`pull::wait_complete`], at
-/// most `wait_us` microseconds; on a timeout it reads the list over the interconnect instead,
-/// so the result is the same). Copying warps never wait, they run before they copy, and block
-/// 0's first warp is one of them, so every wait ends without any assumption on how many
-/// blocks are resident or where. `readiness[list]` gets [`READY_ARRIVED`] (read from the
-/// cache) or [`READY_TIMED_OUT`]. `work` (at least [`PULL_WORK_WORDS`]) must be zero at
-/// launch; afterwards `work[3]` and `work[4]` hold the GPU's nanosecond clock when the first
-/// copy warp started and when the last one finished (the copy's own time). Copied lists stay
-/// complete in `copied` for later launches.
+/// - The warps on every `copy_every`-th SM ([`sm_id`] a multiple of it), and warp 0 of
+///   block 0 in any case, copy the chunks [`crate::plan`] numbered (`wanted`, `copy_first`,
+///   [`Total::CopyChunks`] of them). They claim chunks in order ([`PullWork::NextChunk`])
+///   and add one to `copied[list]` per chunk ([`pull::copy_chunk`]).
+/// - Then every warp takes work items in order ([`PullWork::NextItem`]). Before a list's
+///   first item it waits until the list's copy is complete ([`pull::wait_complete`], at
+///   most `wait_us` microseconds); after a timeout it reads the list over the interconnect
+///   instead, so the result is the same.
+/// - `readiness[list]` gets [`READY_ARRIVED`] (read from the cache) or [`READY_TIMED_OUT`].
+/// - `work` (at least [`PULL_WORK_WORDS`] words) must be zero at launch. Afterwards
+///   [`PullWork::CopyStartNs`] and [`PullWork::CopyEndNs`] hold the GPU's nanosecond clock
+///   when the first copy warp started and when the last one finished: the copy's own time.
+/// - Copied lists stay complete in `copied` for later launches.
+///
+/// Why every wait ends: a warp that copies finishes copying before it scans, and block 0's
+/// first warp is one of them, so every claimed chunk is being copied and every unclaimed one
+/// will be, whatever number of blocks is resident and wherever they run.
 #[kernel(launch_bounds(threads = SCAN_THREADS, blocks_per_sm = 2))]
 pub fn pull_scan(index: Index, batch: Batch, work: WorkPlan, mut pull: Pull, mut out: Candidates) {
     let nlist = index.offsets.len().saturating_sub(1);
@@ -279,14 +289,14 @@ fn claim(slot: &mut u64) -> usize {
 fn copy_lists(index: &Index, work: &WorkPlan, pull: &mut Pull) {
     let lane = lane_id() as usize;
     let (dim, nlist) = (index.dim as usize, index.offsets.len().saturating_sub(1));
-    let nw = (work.totals[2] as usize).min(pull.wanted.len());
+    let nw = (work.totals[Total::WantedLists as usize] as usize).min(pull.wanted.len());
     let copies = if nw < pull.copy_first.len() {
         pull.copy_first[nw] as usize
     } else {
         0
     };
-    if claim(&mut pull.work[0]) == 0 && lane == 0 {
-        pull.work[3] = globaltimer_ns();
+    if claim(&mut pull.work[PullWork::CopyWarps as usize]) == 0 && lane == 0 {
+        pull.work[PullWork::CopyStartNs as usize] = globaltimer_ns();
     }
     let words = pull.cache.len();
     let src = index.vectors.as_ptr() as *const u32;
@@ -295,10 +305,13 @@ fn copy_lists(index: &Index, work: &WorkPlan, pull: &mut Pull) {
         pull.copied.as_mut_ptr(),
     );
     loop {
-        let c = claim(&mut pull.work[1]);
+        let c = claim(&mut pull.work[PullWork::NextChunk as usize]);
         if c >= copies {
             if lane == 0 {
-                atomic_max(&mut pull.work[4], globaltimer_ns());
+                atomic_max(
+                    &mut pull.work[PullWork::CopyEndNs as usize],
+                    globaltimer_ns(),
+                );
             }
             return;
         }
@@ -345,7 +358,7 @@ fn scan_pulled(
     out: &mut Candidates,
 ) {
     let (dim, lane) = (index.dim as usize, lane_id() as usize);
-    let items = (work.totals[1] as usize).min(work.item_pair.len());
+    let items = (work.totals[Total::WorkItems as usize] as usize).min(work.item_pair.len());
     let timeout_ns = pull.wait_us as u64 * 1000;
     let counters = pull.copied.as_mut_ptr();
     // SAFETY: the cache is read only where `wait_complete` saw its copy complete, and no
@@ -353,7 +366,7 @@ fn scan_pulled(
     let cached = unsafe { core::slice::from_raw_parts(pull.cache.as_ptr(), pull.cache.len()) };
     let (mut ready_list, mut from_cache) = (usize::MAX, false);
     loop {
-        let it = claim(&mut pull.work[2]);
+        let it = claim(&mut pull.work[PullWork::NextItem as usize]);
         if it >= items {
             return;
         }

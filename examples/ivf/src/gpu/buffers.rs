@@ -71,7 +71,7 @@ impl Buffers {
             pair_cand_off: scratch(s, cap.pairs + 1)?,
             item_pair: scratch(s, cap.items)?,
             item_chunk: scratch(s, cap.items)?,
-            totals: scratch(s, 4)?,
+            totals: scratch(s, ivf_kernels::TOTAL_WORDS)?,
             copy_first: scratch(s, nlist + 1)?,
             work: scratch(s, ivf_kernels::PULL_WORK_WORDS)?,
             readiness: scratch(s, nlist)?,

@@ -11,8 +11,8 @@ use std::time::Instant;
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
     BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs, PullPlanArgs,
-    WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, READY_ARRIVED,
-    READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+    PullWork, Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM,
+    READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
 use lookahead::launch::{GpuMemory, KernelSliceMut, LaunchConfig};
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
@@ -59,8 +59,17 @@ pub(super) struct Search<'a> {
     pub(super) shape: Shape,
 }
 
-/// Four events: before coarse, before the scan (after the policy's host work), after the
-/// scan, after merge.
+/// The points of a search that its [`Timeline`] marks.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    BeforeCoarse = 0,
+    /// After the policy's host work.
+    BeforeScan = 1,
+    AfterScan = 2,
+    AfterMerge = 3,
+}
+
+/// An event per [`Mark`].
 struct Timeline([CudaEvent; 4]);
 
 impl Timeline {
@@ -74,12 +83,12 @@ impl Timeline {
             e().during("cuEventCreate")?,
         ]))
     }
-    fn mark(&self, i: usize, s: &CudaStream) -> Result<()> {
-        self.0[i].record(s).during("cuEventRecord")
+    fn mark(&self, at: Mark, s: &CudaStream) -> Result<()> {
+        self.0[at as usize].record(s).during("cuEventRecord")
     }
-    fn seconds(&self, a: usize, b: usize) -> Result<f64> {
-        let ms = self.0[a]
-            .elapsed_ms(&self.0[b])
+    fn seconds(&self, from: Mark, to: Mark) -> Result<f64> {
+        let ms = self.0[from as usize]
+            .elapsed_ms(&self.0[to as usize])
             .during("cuEventElapsedTime")?;
         Ok(ms as f64 / 1e3)
     }
@@ -246,11 +255,11 @@ impl Search<'_> {
         };
         let pulling = chosen == Policy::GpuPull;
         self.upload(queries)?;
-        timeline.mark(0, self.s)?;
+        timeline.mark(Mark::BeforeCoarse, self.s)?;
         self.coarse()?;
         self.plan(queue, pulling)?;
         self.host_work(chosen, mach, whole)?;
-        timeline.mark(1, self.s)?;
+        timeline.mark(Mark::BeforeScan, self.s)?;
         let grid = LaunchConfig::new((scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
         if pulling {
             let copy_every = match params.pull_copy_every {
@@ -268,9 +277,9 @@ impl Search<'_> {
         }
         // Nothing is queued behind the scan until it is done (see the module docs).
         self.s.synchronize().during("cuStreamSynchronize")?;
-        timeline.mark(2, self.s)?;
+        timeline.mark(Mark::AfterScan, self.s)?;
         self.merge()?;
-        timeline.mark(3, self.s)?;
+        timeline.mark(Mark::AfterMerge, self.s)?;
         self.download()
     }
 
@@ -400,7 +409,7 @@ impl Search<'_> {
         let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
         let probed = s.clone_dtoh(&self.b.probed).during("cuMemcpyDtoH")?;
         let (base, dim) = (self.lists.device_ptr(), self.shape.dim as u64);
-        let ranges: Vec<ByteRange> = probed[..totals[0] as usize]
+        let ranges: Vec<ByteRange> = probed[..Total::ProbedLists.of(&totals)]
             .iter()
             .filter(|&&l| self.layout.list_bytes(l as usize) > 0)
             .map(|&l| ByteRange {
@@ -578,10 +587,14 @@ impl Search<'_> {
         }
         let s = self.s;
         let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
-        let m = totals[0] as usize;
+        let m = Total::ProbedLists.of(&totals);
         let pull_copy_seconds = if chosen == Policy::GpuPull {
             let w = s.clone_dtoh(&self.b.work).during("cuMemcpyDtoH")?;
-            w[4].saturating_sub(w[3]) as f64 / 1e9
+            let (start, end) = (
+                w[PullWork::CopyStartNs as usize],
+                w[PullWork::CopyEndNs as usize],
+            );
+            end.saturating_sub(start) as f64 / 1e9
         } else {
             0.0
         };
@@ -598,10 +611,10 @@ impl Search<'_> {
             arrived: count(READY_ARRIVED),
             went_ahead: count(READY_WENT_AHEAD),
             timed_out: count(READY_TIMED_OUT),
-            requested: totals[2] as usize,
-            gpu_seconds: timeline.seconds(0, 3)?,
-            scan_seconds: timeline.seconds(1, 2)?,
-            items: totals[1] as usize,
+            requested: Total::WantedLists.of(&totals),
+            gpu_seconds: timeline.seconds(Mark::BeforeCoarse, Mark::AfterMerge)?,
+            scan_seconds: timeline.seconds(Mark::BeforeScan, Mark::AfterScan)?,
+            items: Total::WorkItems.of(&totals),
             list_queries: s.clone_dtoh(&self.b.counts).during("cuMemcpyDtoH")?,
             needed_bytes: self.layout.bytes_of(probed_lists),
             probed_lists: m,
