@@ -528,3 +528,16 @@ fn a_second_process_takes_the_decision_from_the_cache() {
         .contains("|reduce_m_auto|"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_suite_is_built_from_the_variant_lists() {
+    let of = |kernel: &str| SUITE.iter().find(|(k, _)| *k == kernel).unwrap().1;
+    let streaming = [HAND_VARIANTS, MACRO_VARIANTS].concat();
+    assert_eq!(streaming.len(), 13);
+    for kernel in ["saxpy", "reduce", "spmv", "ivf"] {
+        assert_eq!(of(kernel), streaming, "{kernel}");
+    }
+    let gather: Vec<&str> = streaming.into_iter().filter(|v| *v != "bulk_d4").collect();
+    assert_eq!(of("gather"), gather);
+    assert_eq!(of("chase"), ["none", "l2_d1", "el_d1"]);
+}
