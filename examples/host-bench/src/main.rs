@@ -558,7 +558,8 @@ fn markdown(
         header.markdown()
     );
     md += &format!(
-        "- memory: {} GiB, link {:?}, concurrentManagedAccess={}, pageableMemoryAccess={}, batch prefetch={}\n\n",
+        "- memory: {} GiB, link {:?}, concurrentManagedAccess={}, pageableMemoryAccess={}, batch \
+         prefetch={}\n\n",
         caps.total_memory >> 30,
         caps.interconnect,
         caps.concurrent_managed_access,

@@ -67,7 +67,8 @@ impl IvfLayout {
         (self.list_len(l) * self.dim * 4) as u64
     }
 
-    /// Writes the vectors of `data` into `out` in list-major order (`out.len() == data.data.len()`).
+    /// Writes the vectors of `data` into `out` in list-major order
+    /// (`out.len() == data.data.len()`).
     pub fn scatter(&self, data: &Vectors, out: &mut [f32]) {
         assert_eq!(out.len(), data.data.len(), "destination holds every vector");
         use rayon::prelude::*;

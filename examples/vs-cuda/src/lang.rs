@@ -86,7 +86,8 @@ fn compile_twins(arch: &'static str) -> Res<(Ptx, Vec<String>)> {
         Err(e) => {
             // NVRTC versions that do not take -O3 optimise fully by default.
             println!(
-                "  NVRTC does not take -O3 ({e}); its default is full optimisation (-dopt on), used instead"
+                "  NVRTC does not take -O3 ({e}); its default is full optimisation (-dopt on), \
+                 used instead"
             );
             Ok((with(Vec::new())?, Vec::new()))
         }

@@ -59,7 +59,11 @@ struct Args {
     #[arg(long, default_value_t = 1.0, value_parser = float_range(0.0, None))]
     scale: f64,
     /// Only these kernels (comma-separated).
-    #[arg(long, value_delimiter = ',', value_parser = PossibleValuesParser::new(BENCHES.map(|(name, _)| name)))]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(BENCHES.map(|(name, _)| name))
+    )]
     only: Vec<String>,
 }
 
@@ -126,7 +130,8 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
         let started = Instant::now();
         let mut b = make(&env, &mut rng, args.scale)?;
         println!(
-            "{name}: inputs ready in {:.1} s, {:.0} MB moved per launch at least, {} blocks of {BLOCK_SIZE}",
+            "{name}: inputs ready in {:.1} s, {:.0} MB moved per launch at least, {} blocks of \
+             {BLOCK_SIZE}",
             started.elapsed().as_secs_f64(),
             b.bytes() / 1e6,
             b.cfg().grid_dim.0

@@ -190,7 +190,9 @@ fn auto_notes(rows: &[Row]) -> String {
     for (r, a) in autos {
         let base = base_row(rows, r);
         t += &format!(
-            "- {} m_auto: Rust settled on {} after {} launches (medians plain {} ms, l2 {} ms), {:+.1}% vs m_none; CUDA on {} after {} launches (plain {} ms, l2 {} ms), {:+.1}% vs m_none\n",
+            "- {} m_auto: Rust settled on {} after {} launches (medians plain {} ms, l2 {} ms), \
+             {:+.1}% vs m_none; CUDA on {} after {} launches (plain {} ms, l2 {} ms), {:+.1}% vs \
+             m_none\n",
             r.kernel,
             a.rust,
             a.rust_launches,
@@ -280,9 +282,12 @@ fn csv(meta: &Meta, rows: &[Row]) -> Res<String> {
 /// Writes `vs_cuda.md` (table and checks), `vs_cuda.csv` (every number) and `vs_cuda.svg`.
 pub fn write_outputs(out: &OutDir, meta: &Meta, rows: &[Row]) -> Res<()> {
     let mut md = String::from("# Rust (lookahead-builder) versus CUDA C++ (NVRTC): results\n\n");
-    md += "Written by `examples/vs-cuda`; explained in [docs/rust-vs-cuda.md](../docs/rust-vs-cuda.md). Plot: [vs_cuda.svg](vs_cuda.svg), every number: [vs_cuda.csv](vs_cuda.csv).\n\n";
+    md += "Written by `examples/vs-cuda`; explained in \
+           [docs/rust-vs-cuda.md](../docs/rust-vs-cuda.md). Plot: [vs_cuda.svg](vs_cuda.svg), \
+           every number: [vs_cuda.csv](vs_cuda.csv).\n\n";
     md += &table(meta, rows);
-    md += "\nChecks (first launch of each variant, fresh random inputs, outputs poisoned with NaN):\n\n";
+    md += "\nChecks (first launch of each variant, fresh random inputs, outputs poisoned with \
+           NaN):\n\n";
     for r in rows {
         md += &format!(
             "- {} {}: Rust {}; CUDA {}\n",
@@ -325,7 +330,8 @@ fn plot(meta: &Meta, rows: &[Row]) -> BarChart {
     };
     BarChart {
         title: format!(
-            "Rust vs CUDA C++ per hint, time / CUDA no-hint time of the same family (hand / m_* #[prefetch_next]; lower is better) - {}, driver {}",
+            "Rust vs CUDA C++ per hint, time / CUDA no-hint time of the same family (hand / m_* \
+             #[prefetch_next]; lower is better) - {}, driver {}",
             meta.device(),
             meta.driver()
         ),
@@ -335,7 +341,9 @@ fn plot(meta: &Meta, rows: &[Row]) -> BarChart {
             .map(|r| format!("{} {}", r.kernel, r.label()))
             .collect(),
         series: vec![
-            series("Rust (lookahead-builder PTX)", Rgb(222, 110, 40), |r| r.rust),
+            series("Rust (lookahead-builder PTX)", Rgb(222, 110, 40), |r| {
+                r.rust
+            }),
             series("CUDA C++ (NVRTC -O3)", Rgb(60, 120, 200), |r| r.cuda),
         ],
         y_max,
@@ -450,7 +458,13 @@ mod tests {
             "{csv}"
         );
         // Cells with commas are quoted.
-        assert!(csv.contains(",\"test device (sm_90, 132 SMs)\",580.1 (CUDA 13.0),\"PTX ISA 9.0, by NVRTC\",13.0,1,3\n"), "{csv}");
+        assert!(
+            csv.contains(
+                ",\"test device (sm_90, 132 SMs)\",580.1 (CUDA 13.0),\"PTX ISA 9.0, \
+                              by NVRTC\",13.0,1,3\n"
+            ),
+            "{csv}"
+        );
         let svg = std::fs::read_to_string(dir.join("vs_cuda.svg")).unwrap();
         assert!(svg.contains("<svg") && svg.contains("saxpy l2_d4"));
         std::fs::remove_dir_all(&dir).unwrap();

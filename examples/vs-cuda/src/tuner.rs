@@ -311,10 +311,14 @@ pub fn write_outputs(out: &OutDir, header: &RunHeader, reps: usize, rows: &[Tune
     let mut md = String::from(
         "# `level = auto, distance = auto`: the tuner against exhaustive measurement\n\n",
     );
-    md += "Written by `prefetch_tuner` (`examples/vs-cuda`); every candidate's time: [prefetch_tuner.csv](prefetch_tuner.csv).\n\n";
+    md += "Written by `prefetch_tuner` (`examples/vs-cuda`); every candidate's time: \
+           [prefetch_tuner.csv](prefetch_tuner.csv).\n\n";
     md += &header.markdown();
     md += &format!(
-        "- exhaustive: median of {reps} event-timed launches per candidate after one warm-up, candidates taking turns, L2 flushed (a memset of twice its size) before each; the tuner flushes the same way\n- target: the tuned choice within {:.0}% of the best candidate and of plain\n\n",
+        "- exhaustive: median of {reps} event-timed launches per candidate after one warm-up, \
+         candidates taking turns, L2 flushed (a memset of twice its size) before each; the tuner \
+         flushes the same way\n- target: the tuned choice within {:.0}% of the best candidate and \
+         of plain\n\n",
         TARGET * 100.0
     );
     md += &table(rows);
@@ -343,8 +347,13 @@ pub fn write_outputs(out: &OutDir, header: &RunHeader, reps: usize, rows: &[Tune
         })
         .collect();
     md += &format!(
-        "\nChecks: every candidate on fresh random inputs with its outputs poisoned, against the CPU reference: {}\n",
-        if failed.is_empty() { "all pass".to_string() } else { format!("FAILED: {}", failed.join("; ")) }
+        "\nChecks: every candidate on fresh random inputs with its outputs poisoned, against the \
+         CPU reference: {}\n",
+        if failed.is_empty() {
+            "all pass".to_string()
+        } else {
+            format!("FAILED: {}", failed.join("; "))
+        }
     );
     out.write("prefetch_tuner.md", md)?;
     out.write("prefetch_tuner.csv", csv(header, rows)?)?;
@@ -386,6 +395,12 @@ mod tests {
         r.chosen = Variant::PLAIN;
         assert!(!r.meets_target(), "plain is 11% slower than the best");
         let md = table(&[r]);
-        assert!(md.contains("| k | #[prefetch_next] | 3 | l2_d1 | 0.9000 | 1.0000 | plain | 1.0000 | 1.111 | 1.000 | 30 | 1 | 5.0 ms | Measured | 3/3 | MISSED |"), "{md}");
+        assert!(
+            md.contains(
+                "| k | #[prefetch_next] | 3 | l2_d1 | 0.9000 | 1.0000 | plain | \
+                             1.0000 | 1.111 | 1.000 | 30 | 1 | 5.0 ms | Measured | 3/3 | MISSED |"
+            ),
+            "{md}"
+        );
     }
 }

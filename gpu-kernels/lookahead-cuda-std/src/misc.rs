@@ -65,7 +65,11 @@ pub fn global_timer() -> u64 {
         let t: u64;
         // SAFETY: reads a special register.
         unsafe {
-            core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack, nomem))
+            core::arch::asm!(
+                "mov.u64 {t}, %globaltimer;",
+                t = out(reg64) t,
+                options(nostack, nomem)
+            )
         };
         t
     }

@@ -24,8 +24,15 @@ pub fn is_in_address_space<T>(ptr: *const T, space: AddressSpace) -> bool {
                 // SAFETY: tests an address without reading it.
                 unsafe {
                     core::arch::asm!(
-                        concat!("{{ .reg .pred p; isspacep.", $s, " p, {a}; selp.u32 {r}, 1, 0, p; }}"),
-                        a = in(reg64) ptr, r = out(reg32) r, options(nostack, nomem, pure))
+                        concat!(
+                            "{{ .reg .pred p; isspacep.",
+                            $s,
+                            " p, {a}; selp.u32 {r}, 1, 0, p; }}"
+                        ),
+                        a = in(reg64) ptr,
+                        r = out(reg32) r,
+                        options(nostack, nomem, pure)
+                    )
                 }
             };
         }
@@ -53,13 +60,18 @@ macro_rules! cvta {
         // Overwritten by the instruction; starts as `a` only to have its type.
         let mut r = a;
         macro_rules! one {
-            ($s:literal) => {
-                // SAFETY: converts an address without accessing memory.
-                unsafe {
-                    core::arch::asm!(concat!($op, $s, ".u64 {r}, {a};"), a = in(reg64) a, r = out(reg64) r, options(nostack, nomem, pure))
+                    ($s:literal) => {
+                        // SAFETY: converts an address without accessing memory.
+                        unsafe {
+                            core::arch::asm!(
+                                concat!($op, $s, ".u64 {r}, {a};"),
+                                a = in(reg64) a,
+                                r = out(reg64) r,
+                                options(nostack, nomem, pure)
+                            )
+                        }
+                    };
                 }
-            };
-        }
         match $space {
             AddressSpace::Global => one!("global"),
             AddressSpace::Shared => one!("shared"),

@@ -48,7 +48,13 @@ macro_rules! atom {
                 gpu_or_host!(
                     {
                         let old: $ty;
-                        core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
+                        core::arch::asm!(
+                            concat!($instr, " {old}, [{ptr}], {v};"),
+                            old = out($reg) old,
+                            ptr = in(reg64) ptr,
+                            v = in($reg) value,
+                            options(nostack)
+                        );
                         old
                     },
                     {
@@ -136,12 +142,20 @@ macro_rules! cas {
                 gpu_or_host!(
                     {
                         let old: $ty;
-                        core::arch::asm!(concat!($instr, " {old}, [{ptr}], {e}, {n};"), old = out($reg) old, ptr = in(reg64) ptr, e = in($reg) expected, n = in($reg) new, options(nostack));
+                        core::arch::asm!(
+                            concat!($instr, " {old}, [{ptr}], {e}, {n};"),
+                            old = out($reg) old,
+                            ptr = in(reg64) ptr,
+                            e = in($reg) expected,
+                            n = in($reg) new,
+                            options(nostack)
+                        );
                         old
                     },
                     {
                         lookahead_emu::hooks::spin_point();
-                        match $atomic::from_ptr(ptr).compare_exchange(expected, new, SeqCst, SeqCst) {
+                        let atomic = $atomic::from_ptr(ptr);
+                        match atomic.compare_exchange(expected, new, SeqCst, SeqCst) {
                             Ok(v) | Err(v) => v,
                         }
                     }
@@ -171,7 +185,13 @@ macro_rules! exch {
                 gpu_or_host!(
                     {
                         let old: $ty;
-                        core::arch::asm!(concat!($instr, " {old}, [{ptr}], {v};"), old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
+                        core::arch::asm!(
+                            concat!($instr, " {old}, [{ptr}], {v};"),
+                            old = out($reg) old,
+                            ptr = in(reg64) ptr,
+                            v = in($reg) value,
+                            options(nostack)
+                        );
                         old
                     },
                     {
@@ -268,7 +288,11 @@ macro_rules! warp_fetch_add {
                             "setp.eq.u32 p, l, 0;",
                             concat!("mov.", stringify!($ty), " {old}, 0;"),
                             concat!("@p atom.add.", stringify!($ty), " {old}, [{ptr}], {v}; }}"),
-                            old = out($reg) old, ptr = in(reg64) ptr, v = in($reg) value, options(nostack));
+                            old = out($reg) old,
+                            ptr = in(reg64) ptr,
+                            v = in($reg) value,
+                            options(nostack)
+                        );
                         old
                     },
                     if crate::index::lane_id() == 0 {

@@ -90,7 +90,11 @@ pub fn sm_id() -> u32 {
             let id: u32;
             // SAFETY: reads a special register.
             unsafe {
-                core::arch::asm!("mov.u32 {id}, %smid;", id = out(reg32) id, options(nostack, nomem))
+                core::arch::asm!(
+                    "mov.u32 {id}, %smid;",
+                    id = out(reg32) id,
+                    options(nostack, nomem)
+                )
             };
             id
         },

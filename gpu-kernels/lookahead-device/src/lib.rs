@@ -1,14 +1,14 @@
 //! # lookahead-device
 //!
-//! The device-side runtime for Lookahead kernels, compiled for `nvptx64-nvidia-cuda`:
-//! thread, block and grid coordinates, barriers and fences, `nanosleep`, atomics, ordered
-//! loads and stores, warp shuffles and votes, static shared memory, typed views of device and
-//! managed (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]),
-//! the floating-point functions of the standard library ([`math`]: libdevice on the GPU),
-//! the prefetch instructions behind `#[prefetch_next]`, the GPU half of the Unified
-//! Memory protocol ([`uvm`]), and the GPU half of the cache over host memory ([`cache`]). Each intrinsic is a thin
-//! safe (or clearly `unsafe`) wrapper over one PTX instruction, so kernel crates never write
-//! `asm!` themselves.
+//! The device-side runtime for Lookahead kernels, compiled for `nvptx64-nvidia-cuda`: thread,
+//! block and grid coordinates, barriers and fences, `nanosleep`, atomics, ordered loads and
+//! stores, warp shuffles and votes, static shared memory, typed views of device and managed
+//! (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]), the
+//! floating-point functions of the standard library ([`math`]: libdevice on the GPU), the
+//! prefetch instructions behind `#[prefetch_next]`, the GPU half of the Unified Memory protocol
+//! ([`uvm`]), and the GPU half of the cache over host memory ([`cache`]). Each intrinsic is a
+//! thin safe (or clearly `unsafe`) wrapper over one PTX instruction, so kernel crates never
+//! write `asm!` themselves.
 //!
 //! ## On the host
 //! The same API exists when the crate is compiled for the host: `#[kernel]` bodies are

@@ -114,15 +114,17 @@ macro_rules! libdevice {
 }
 
 libdevice!(f32: __nv_asinhf(x: f32), __nv_acoshf(x: f32), __nv_atanhf(x: f32),
-    __nv_copysignf(x: f32, y: f32), __nv_sinf(x: f32), __nv_cosf(x: f32), __nv_tanf(x: f32), __nv_asinf(x: f32),
-    __nv_acosf(x: f32), __nv_atanf(x: f32), __nv_atan2f(y: f32, x: f32), __nv_sinhf(x: f32),
+    __nv_copysignf(x: f32, y: f32), __nv_sinf(x: f32), __nv_cosf(x: f32), __nv_tanf(x: f32),
+    __nv_asinf(x: f32), __nv_acosf(x: f32), __nv_atanf(x: f32), __nv_atan2f(y: f32, x: f32),
+    __nv_sinhf(x: f32),
     __nv_coshf(x: f32), __nv_tanhf(x: f32), __nv_expf(x: f32), __nv_exp2f(x: f32),
     __nv_expm1f(x: f32), __nv_logf(x: f32), __nv_log2f(x: f32), __nv_log10f(x: f32),
     __nv_log1pf(x: f32), __nv_powf(x: f32, y: f32), __nv_powif(x: f32, n: i32),
     __nv_cbrtf(x: f32), __nv_hypotf(x: f32, y: f32), __nv_roundf(x: f32));
 libdevice!(f64: __nv_asinh(x: f64), __nv_acosh(x: f64), __nv_atanh(x: f64),
-    __nv_copysign(x: f64, y: f64), __nv_sin(x: f64), __nv_cos(x: f64), __nv_tan(x: f64), __nv_asin(x: f64),
-    __nv_acos(x: f64), __nv_atan(x: f64), __nv_atan2(y: f64, x: f64), __nv_sinh(x: f64),
+    __nv_copysign(x: f64, y: f64), __nv_sin(x: f64), __nv_cos(x: f64), __nv_tan(x: f64),
+    __nv_asin(x: f64), __nv_acos(x: f64), __nv_atan(x: f64), __nv_atan2(y: f64, x: f64),
+    __nv_sinh(x: f64),
     __nv_cosh(x: f64), __nv_tanh(x: f64), __nv_exp(x: f64), __nv_exp2(x: f64),
     __nv_expm1(x: f64), __nv_log(x: f64), __nv_log2(x: f64), __nv_log10(x: f64),
     __nv_log1p(x: f64), __nv_pow(x: f64, y: f64), __nv_powi(x: f64, n: i32),
@@ -171,7 +173,14 @@ macro_rules! gpu_float {
             via_libdevice!($t, powi, $powi, n: i32);
             via_libdevice!($t, hypot, $hypot, other: $t);
             via_instruction!($t, sqrt, concat!("sqrt.rn.", $sfx, " {o}, {x};"), $reg);
-            via_instruction!($t, mul_add, concat!("fma.rn.", $sfx, " {o}, {x}, {a}, {b};"), $reg, a, b);
+            via_instruction!(
+                $t,
+                mul_add,
+                concat!("fma.rn.", $sfx, " {o}, {x}, {a}, {b};"),
+                $reg,
+                a,
+                b
+            );
             via_instruction!($t, floor, concat!("cvt.rmi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);
             via_instruction!($t, ceil, concat!("cvt.rpi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);
             via_instruction!($t, trunc, concat!("cvt.rzi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);

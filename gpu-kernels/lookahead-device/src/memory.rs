@@ -28,7 +28,12 @@ pub unsafe fn load_relaxed_gpu(p: *const u32) -> u32 {
     gpu_or_host!(
         {
             let v: u32;
-            core::arch::asm!("ld.relaxed.gpu.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
+            core::arch::asm!(
+                "ld.relaxed.gpu.u32 {v}, [{p}];",
+                v = out(reg32) v,
+                p = in(reg64) p,
+                options(nostack)
+            );
             v
         },
         {
@@ -49,7 +54,12 @@ pub unsafe fn load_acquire_gpu(p: *const u32) -> u32 {
     gpu_or_host!(
         {
             let v: u32;
-            core::arch::asm!("ld.acquire.gpu.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
+            core::arch::asm!(
+                "ld.acquire.gpu.global.u32 {v}, [{p}];",
+                v = out(reg32) v,
+                p = in(reg64) p,
+                options(nostack)
+            );
             v
         },
         {
@@ -68,7 +78,12 @@ pub unsafe fn load_acquire_system(p: *const u32) -> u32 {
     gpu_or_host!(
         {
             let v: u32;
-            core::arch::asm!("ld.acquire.sys.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack));
+            core::arch::asm!(
+                "ld.acquire.sys.u32 {v}, [{p}];",
+                v = out(reg32) v,
+                p = in(reg64) p,
+                options(nostack)
+            );
             v
         },
         {
@@ -86,7 +101,13 @@ pub unsafe fn load_acquire_system(p: *const u32) -> u32 {
 #[inline(always)]
 pub unsafe fn store_release_system(p: *mut u32, v: u32) {
     gpu_or_host!(
-        core::arch::asm!("fence.sc.sys;", "st.release.sys.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)),
+        core::arch::asm!(
+            "fence.sc.sys;",
+            "st.release.sys.u32 [{p}], {v};",
+            p = in(reg64) p,
+            v = in(reg32) v,
+            options(nostack)
+        ),
         {
             fence(Ordering::SeqCst);
             AtomicU32::from_ptr(p).store(v, Ordering::Release)
@@ -102,7 +123,12 @@ pub unsafe fn store_release_system(p: *mut u32, v: u32) {
 #[inline(always)]
 pub unsafe fn store_volatile_u32(p: *mut u32, v: u32) {
     gpu_or_host!(
-        core::arch::asm!("st.volatile.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)),
+        core::arch::asm!(
+            "st.volatile.u32 [{p}], {v};",
+            p = in(reg64) p,
+            v = in(reg32) v,
+            options(nostack)
+        ),
         AtomicU32::from_ptr(p).store(v, Ordering::Relaxed)
     )
 }
@@ -114,7 +140,12 @@ pub unsafe fn store_volatile_u32(p: *mut u32, v: u32) {
 #[inline(always)]
 pub unsafe fn store_volatile_u64(p: *mut u64, v: u64) {
     gpu_or_host!(
-        core::arch::asm!("st.volatile.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack)),
+        core::arch::asm!(
+            "st.volatile.u64 [{p}], {v};",
+            p = in(reg64) p,
+            v = in(reg64) v,
+            options(nostack)
+        ),
         AtomicU64::from_ptr(p).store(v, Ordering::Relaxed)
     )
 }
@@ -129,7 +160,12 @@ pub unsafe fn load_streaming(p: *const u32) -> u32 {
     gpu_or_host!(
         {
             let v: u32;
-            core::arch::asm!("ld.global.cs.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(nostack, readonly, preserves_flags));
+            core::arch::asm!(
+                "ld.global.cs.u32 {v}, [{p}];",
+                v = out(reg32) v,
+                p = in(reg64) p,
+                options(nostack, readonly, preserves_flags)
+            );
             v
         },
         *p
@@ -145,7 +181,15 @@ pub unsafe fn load_streaming_v4(p: *const u32) -> [u32; 4] {
     gpu_or_host!(
         {
             let (a, b, c, d): (u32, u32, u32, u32);
-            core::arch::asm!("ld.global.cs.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(nostack, readonly, preserves_flags));
+            core::arch::asm!(
+                "ld.global.cs.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+                a = out(reg32) a,
+                b = out(reg32) b,
+                c = out(reg32) c,
+                d = out(reg32) d,
+                p = in(reg64) p,
+                options(nostack, readonly, preserves_flags)
+            );
             [a, b, c, d]
         },
         [*p, *p.add(1), *p.add(2), *p.add(3)]
@@ -159,7 +203,15 @@ pub unsafe fn load_streaming_v4(p: *const u32) -> [u32; 4] {
 #[inline(always)]
 pub unsafe fn store_v4(p: *mut u32, v: [u32; 4]) {
     gpu_or_host!(
-        core::arch::asm!("st.global.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack, preserves_flags)),
+        core::arch::asm!(
+            "st.global.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};",
+            p = in(reg64) p,
+            a = in(reg32) v[0],
+            b = in(reg32) v[1],
+            c = in(reg32) v[2],
+            d = in(reg32) v[3],
+            options(nostack, preserves_flags)
+        ),
         for (i, x) in v.into_iter().enumerate() {
             *p.add(i) = x;
         }

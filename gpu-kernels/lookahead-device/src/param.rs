@@ -3,9 +3,10 @@
 //! A `#[kernel]` takes scalars, slices (`&[T]`, `&mut [T]`, [`crate::view`] types) and values
 //! of the user's own types:
 //!
-//! * [`DeviceCopy`] types are plain data whose bytes mean the same on the host and the GPU:
-//!   the scalars, arrays of them, raw pointers, and `#[repr(C)]` structs of these with `#[derive(DeviceCopy)]`. They can be passed by value and be the elements of
-//!   slices and views (`&[Node]`, `DeviceSlice<Node>`), on the GPU and on the emulator.
+//! * [`DeviceCopy`] types are plain data whose bytes mean the same on the host and the GPU: the
+//!   scalars, arrays of them, raw pointers, and `#[repr(C)]` structs of these with
+//!   `#[derive(DeviceCopy)]`. They can be passed by value and be the elements of slices and
+//!   views (`&[Node]`, `DeviceSlice<Node>`), on the GPU and on the emulator.
 //! * `#[derive(KernelParams)]` structs group a kernel's parameters: their fields are views
 //!   (read-only or writable) and `DeviceCopy` values. A kernel takes one by value, and its
 //!   host launcher takes the generated `<Name>Args`, whose view fields borrow the
@@ -39,7 +40,9 @@
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be copied to the GPU: it is not `DeviceCopy`",
     label = "not `DeviceCopy`",
-    note = "DeviceCopy types: integers, floats, arrays of them, raw pointers, and `#[repr(C)]` structs with `#[derive(Clone, Copy, DeviceCopy)]`; views (`DeviceSlice<T>`...) go in `#[derive(KernelParams)]` structs"
+    note = "DeviceCopy types: integers, floats, arrays of them, raw pointers, and `#[repr(C)]` \
+            structs with `#[derive(Clone, Copy, DeviceCopy)]`; views (`DeviceSlice<T>`...) go in \
+            `#[derive(KernelParams)]` structs"
 )]
 pub unsafe trait DeviceCopy: 'static {}
 
@@ -54,7 +57,8 @@ pub unsafe trait DeviceCopy: 'static {}
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a kernel parameter",
     label = "not a kernel parameter type",
-    note = "a kernel takes scalars, slices (`&[T]`, `&mut [T]`, `DeviceSlice<T>`...), `#[derive(DeviceCopy)]` structs and `#[derive(KernelParams)]` structs"
+    note = "a kernel takes scalars, slices (`&[T]`, `&mut [T]`, `DeviceSlice<T>`...), \
+            `#[derive(DeviceCopy)]` structs and `#[derive(KernelParams)]` structs"
 )]
 pub unsafe trait KernelParam: 'static {}
 
@@ -86,7 +90,8 @@ pub mod check {
     #[diagnostic::on_unimplemented(
         message = "`{Self}` must be `Copy` to be `DeviceCopy`",
         label = "add `#[derive(Clone, Copy)]` to this struct",
-        note = "DeviceCopy values are copied to the GPU byte for byte, which only `Copy` types allow"
+        note = "DeviceCopy values are copied to the GPU byte for byte, which only `Copy` types \
+                allow"
     )]
     pub trait MustBeCopy {}
     impl<T: Copy> MustBeCopy for T {}

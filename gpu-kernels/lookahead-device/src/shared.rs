@@ -132,7 +132,11 @@ macro_rules! __shared_generic_ptr {
             let p: u64;
             // SAFETY: converts a shared-window address to a generic one; no memory access.
             unsafe {
-                ::core::arch::asm!(concat!("cvta.shared.u64 {p}, ", $sym, ";"), p = out(reg64) p, options(nostack, nomem, pure))
+                ::core::arch::asm!(
+                    concat!("cvta.shared.u64 {p}, ", $sym, ";"),
+                    p = out(reg64) p,
+                    options(nostack, nomem, pure)
+                )
             };
             p
         };

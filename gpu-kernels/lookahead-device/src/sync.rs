@@ -67,7 +67,11 @@ pub fn globaltimer_ns() -> u64 {
             let t: u64;
             // SAFETY: reads the global timer register.
             unsafe {
-                core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack, nomem))
+                core::arch::asm!(
+                    "mov.u64 {t}, %globaltimer;",
+                    t = out(reg64) t,
+                    options(nostack, nomem)
+                )
             };
             t
         },

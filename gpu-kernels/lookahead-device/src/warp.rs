@@ -17,7 +17,20 @@ macro_rules! shfl {
                     let out: u32;
                     // SAFETY: a register exchange between the lanes of a full warp.
                     unsafe {
-                        core::arch::asm!(concat!("shfl.sync.", $mode, ".b32 {out}, {v}, {d}, ", $clamp, ", {m};"), out = out(reg32) out, v = in(reg32) value, d = in(reg32) lane_arg, m = in(reg32) FULL_MASK, options(nostack));
+                        core::arch::asm!(
+                            concat!(
+                                "shfl.sync.",
+                                $mode,
+                                ".b32 {out}, {v}, {d}, ",
+                                $clamp,
+                                ", {m};"
+                            ),
+                            out = out(reg32) out,
+                            v = in(reg32) value,
+                            d = in(reg32) lane_arg,
+                            m = in(reg32) FULL_MASK,
+                            options(nostack)
+                        );
                     }
                     out
                 },
@@ -31,7 +44,8 @@ macro_rules! shfl {
 }
 
 shfl!(
-    /// `value` from lane `lane_id + delta`; lanes past the end keep their own (`shfl.sync.down.b32`).
+    /// `value` from lane `lane_id + delta`; lanes past the end keep their own
+    /// (`shfl.sync.down.b32`).
     shfl_down_u32, "down", "0x1f", Down
 );
 shfl!(
@@ -43,7 +57,8 @@ shfl!(
     shfl_xor_u32, "bfly", "0x1f", Xor
 );
 shfl!(
-    /// `value` from lane `src` (`shfl.sync.idx.b32`), a broadcast when all lanes pass the same `src`.
+    /// `value` from lane `src` (`shfl.sync.idx.b32`), a broadcast when all lanes pass the same
+    /// `src`.
     shfl_idx_u32, "idx", "0x1f", Idx
 );
 
@@ -104,7 +119,11 @@ macro_rules! vote_pred {
                         "setp.ne.u32 p, {pin}, 0;",
                         concat!("vote.sync.", $mode, ".pred q, p, {m};"),
                         "selp.u32 {out}, 1, 0, q; }}",
-                        out = out(reg32) out, pin = in(reg32) predicate as u32, m = in(reg32) FULL_MASK, options(nostack));
+                        out = out(reg32) out,
+                        pin = in(reg32) predicate as u32,
+                        m = in(reg32) FULL_MASK,
+                        options(nostack)
+                    );
                 }
                 out != 0
             },
@@ -131,10 +150,14 @@ pub fn ballot(predicate: bool) -> u32 {
             // SAFETY: a warp vote over a full warp.
             unsafe {
                 core::arch::asm!(
-                "{{ .reg .pred p;",
-                "setp.ne.u32 p, {pin}, 0;",
-                "vote.sync.ballot.b32 {out}, p, {m}; }}",
-                out = out(reg32) out, pin = in(reg32) predicate as u32, m = in(reg32) FULL_MASK, options(nostack));
+                    "{{ .reg .pred p;",
+                    "setp.ne.u32 p, {pin}, 0;",
+                    "vote.sync.ballot.b32 {out}, p, {m}; }}",
+                    out = out(reg32) out,
+                    pin = in(reg32) predicate as u32,
+                    m = in(reg32) FULL_MASK,
+                    options(nostack)
+                );
             }
             out
         },

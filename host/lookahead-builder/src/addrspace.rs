@@ -167,11 +167,42 @@ define void @k(i64 %i) {
     fn marked_statics_move_and_their_uses_become_casts() {
         assert!(has_marked(IR));
         let out = rewrite(IR).unwrap();
-        assert!(out.contains("@__lookahead_addrspace_shared__TILE_0 = internal addrspace(3) global [256 x float] undef, align 4"), "{out}");
-        assert!(out.contains("@__lookahead_addrspace_constant__K_1 = internal addrspace(4) constant <{ [8 x i8] }> <{ [8 x i8] c\"\\01\\00\\00\\00\\02\\00\\00\\00\" }>, align 4"), "{out}");
-        assert!(out.contains("@__lookahead_addrspace_shared__dynamic = external addrspace(3) global [0 x i8], align 16"), "{out}");
-        assert!(out.contains("ptr addrspacecast (ptr addrspace(3) @__lookahead_addrspace_shared__TILE_0 to ptr), i64 0"), "{out}");
-        assert!(out.contains("load i32, ptr addrspacecast (ptr addrspace(4) @__lookahead_addrspace_constant__K_1 to ptr)"), "{out}");
+        assert!(
+            out.contains(
+                "@__lookahead_addrspace_shared__TILE_0 = internal addrspace(3) \
+                              global [256 x float] undef, align 4"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "@__lookahead_addrspace_constant__K_1 = internal addrspace(4) \
+                              constant <{ [8 x i8] }> <{ [8 x i8] \
+                              c\"\\01\\00\\00\\00\\02\\00\\00\\00\" }>, align 4"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "@__lookahead_addrspace_shared__dynamic = external addrspace(3) \
+                              global [0 x i8], align 16"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "ptr addrspacecast (ptr addrspace(3) \
+                              @__lookahead_addrspace_shared__TILE_0 to ptr), i64 0"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "load i32, ptr addrspacecast (ptr addrspace(4) \
+                              @__lookahead_addrspace_constant__K_1 to ptr)"
+            ),
+            "{out}"
+        );
         assert!(
             out.contains("@other = global i32 0, align 4"),
             "unmarked globals stay: {out}"

@@ -395,7 +395,8 @@ impl Scheduler<'_, '_> {
         if waiting.len() < lanes.len() {
             let op = (threads[waiting[0]].warp_op.get()).map_or("a warp operation", |o| o.name());
             return Err(format!(
-                "warp {w}: some lanes wait at {op} (full mask) while others exited or wait at sync_threads"
+                "warp {w}: some lanes wait at {op} (full mask) while others exited or wait at \
+                 sync_threads"
             ));
         }
         let ops: Vec<_> = (lanes.clone())
@@ -427,7 +428,9 @@ impl Scheduler<'_, '_> {
             ThreadSet((0..n).filter(|&i| self.state[i as usize] == want).collect())
         };
         let what = stuck_warp.unwrap_or_else(|| {
-            "some threads wait at sync_threads, which every thread of the block must reach, but the others exited".to_string()
+            "some threads wait at sync_threads, which every thread of the block must reach, but \
+             the others exited"
+                .to_string()
         });
         Failure::Error(Box::new(EmuError::Deadlock {
             kernel: self.launch.kernel,

@@ -70,7 +70,8 @@ pub enum EmuError {
     /// Some threads of a block wait at a barrier or warp operation that the others never
     /// reach: on a GPU the block would hang.
     #[error(
-        "kernel `{kernel}` deadlocks in block {block:?}: {what}\n  waiting at sync_threads: {at_barrier}\n  waiting at a warp operation: {at_warp}\n  exited: {exited}"
+        "kernel `{kernel}` deadlocks in block {block:?}: {what}\n  waiting at sync_threads: \
+         {at_barrier}\n  waiting at a warp operation: {at_warp}\n  exited: {exited}"
     )]
     Deadlock {
         /// The kernel.
@@ -89,7 +90,9 @@ pub enum EmuError {
     /// Two threads of a block touched one shared-memory element with no barrier between,
     /// at least one of them writing.
     #[error(
-        "kernel `{kernel}` has a data race in block {block:?}: {kind} on element {index} of the shared array declared at {site}, by thread {thread:?} and {other}; separate the accesses with sync_threads() or use an atomic"
+        "kernel `{kernel}` has a data race in block {block:?}: {kind} on element {index} of the \
+         shared array declared at {site}, by thread {thread:?} and {other}; separate the accesses \
+         with sync_threads() or use an atomic"
     )]
     DataRace {
         /// The kernel.
@@ -110,7 +113,9 @@ pub enum EmuError {
     /// The threads of a block wait at `sync_threads` calls on different lines: CUDA's
     /// barrier must be the same one for every thread (undefined behaviour otherwise).
     #[error(
-        "kernel `{kernel}` diverges at a barrier in block {block:?}: its threads wait at sync_threads() calls on different lines ({sites}); every thread of a block must reach the same sync_threads() call, so move it out of the branch"
+        "kernel `{kernel}` diverges at a barrier in block {block:?}: its threads wait at \
+         sync_threads() calls on different lines ({sites}); every thread of a block must reach \
+         the same sync_threads() call, so move it out of the branch"
     )]
     BarrierDivergence {
         /// The kernel.
@@ -123,7 +128,10 @@ pub enum EmuError {
     /// A thread read a shared-memory element no thread of its block had written: on a GPU
     /// it reads whatever the memory held.
     #[error(
-        "kernel `{kernel}` reads uninitialised shared memory in block {block:?}: thread {thread:?} reads element {index} of the shared array declared at {site}, which no thread of the block has written; write it first (and sync_threads() before other threads read it)"
+        "kernel `{kernel}` reads uninitialised shared memory in block {block:?}: thread \
+         {thread:?} reads element {index} of the shared array declared at {site}, which no thread \
+         of the block has written; write it first (and sync_threads() before other threads read \
+         it)"
     )]
     UninitializedRead {
         /// The kernel.
@@ -141,7 +149,10 @@ pub enum EmuError {
     /// read-modify-write (`y[i] += v`, `y[i] = y[i] + v`) and no barrier between: on a GPU
     /// the updates race and some are lost.
     #[error(
-        "kernel `{kernel}` has a data race in block {block:?}: threads {thread:?} and {other:?} both update `{place}` (element at {address:#x}) with `{op}` and no sync_threads() between; on a GPU some updates are lost. Use an atomic (`atomic_add(&mut {place}, v)`) or give each thread its own element"
+        "kernel `{kernel}` has a data race in block {block:?}: threads {thread:?} and {other:?} \
+         both update `{place}` (element at {address:#x}) with `{op}` and no sync_threads() \
+         between; on a GPU some updates are lost. Use an atomic (`atomic_add(&mut {place}, v)`) \
+         or give each thread its own element"
     )]
     GlobalRace {
         /// The kernel.
@@ -163,7 +174,10 @@ pub enum EmuError {
     /// time, while some kept running: a spin-wait for something that never happens, or a loop
     /// that does not end.
     #[error(
-        "kernel `{kernel}` hangs in block {block:?}: for {seconds:.1} s no thread returned, passed a barrier or a warp operation; still running: {running} (a spin-wait on a flag no thread sets, or a loop that never ends?). The watchdog's time is `Emulator::watchdog` (or LOOKAHEAD_EMU_WATCHDOG_S)"
+        "kernel `{kernel}` hangs in block {block:?}: for {seconds:.1} s no thread returned, \
+         passed a barrier or a warp operation; still running: {running} (a spin-wait on a flag no \
+         thread sets, or a loop that never ends?). The watchdog's time is `Emulator::watchdog` \
+         (or LOOKAHEAD_EMU_WATCHDOG_S)"
     )]
     Hang {
         /// The kernel.

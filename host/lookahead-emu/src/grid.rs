@@ -122,7 +122,8 @@ impl Emulator {
         self.with(|c| c.race_check = on)
     }
 
-    /// Records every prefetch instruction of later launches (see [`Emulator::take_prefetch_trace`]).
+    /// Records every prefetch instruction of later launches (see
+    /// [`Emulator::take_prefetch_trace`]).
     pub fn prefetch_trace(self, on: bool) -> Self {
         self.with(|c| c.trace_on = on)
     }

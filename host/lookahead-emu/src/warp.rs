@@ -77,7 +77,8 @@ pub(crate) fn resolve(ops: &[WarpOp]) -> Result<Vec<u32>, String> {
     let first = ops[0];
     if let Some(other) = ops.iter().find(|o| o.name() != first.name()) {
         return Err(format!(
-            "lanes of one warp are executing different warp operations ({} and {}): every lane must reach the same shuffle or vote",
+            "lanes of one warp are executing different warp operations ({} and {}): every lane \
+             must reach the same shuffle or vote",
             first.name(),
             other.name()
         ));

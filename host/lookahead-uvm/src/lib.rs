@@ -1,9 +1,10 @@
 //! # lookahead-uvm
 //!
-//! Prefetch that pays for Unified Memory. On the H100s we measured, in-kernel prefetch
-//! instructions do not migrate managed pages, faults move data at 10-14 GB/s, and the
-//! interconnect can do about 50. This crate provides the mechanisms that reach the
-//! interconnect's rate, and chooses between them from measurements:
+//! Prefetch that pays for Unified Memory. On the H100 we measured (driver 580.159.04:
+//! `results/ivf_bench.md`, explained in `docs/unified-memory.md`), in-kernel prefetch
+//! instructions do not migrate managed pages, and faults move data at a fraction of the
+//! interconnect's rate. This crate provides the mechanisms that reach the interconnect's
+//! rate, and chooses between them from measurements:
 //!
 //! - [`RequestRing`] + [`PrefetchService`]: GPU-driven migration requests. A kernel
 //!   publishes the ranges it will need ([`lookahead_device::uvm::RequestQueue`]), a

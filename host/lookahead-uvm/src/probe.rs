@@ -136,7 +136,9 @@ impl MachineProfile {
     /// One line for logs and result files.
     pub fn summary(&self) -> String {
         format!(
-            "faults {:.1} GB/s, bulk prefetch {:.1}, 2 MiB-range prefetch {:.1}, GPU-driven requests {:.1} ({}), remote read {:.1} (advice {:.0} ms/GiB), resident read {:.0}; in-kernel hints migrate: {} (read after hints {:.1} GB/s); probe took {:.0} ms",
+            "faults {:.1} GB/s, bulk prefetch {:.1}, 2 MiB-range prefetch {:.1}, GPU-driven \
+             requests {:.1} ({}), remote read {:.1} (advice {:.0} ms/GiB), resident read {:.0}; \
+             in-kernel hints migrate: {} (read after hints {:.1} GB/s); probe took {:.0} ms",
             self.fault_gbps,
             self.bulk_prefetch_gbps,
             self.range_prefetch_gbps,
@@ -151,8 +153,9 @@ impl MachineProfile {
         )
     }
 
-    /// Measures this machine now (about 0.4 GB of managed memory moved; well under a
-    /// second on a PCIe Gen5 H100). Needs 384 MiB of free device memory.
+    /// Measures this machine now (about 0.4 GB of managed memory moved; the probe line of
+    /// `results/ivf_bench.md` says how long it took there). Needs 384 MiB of free device
+    /// memory.
     pub fn probe(gpu: &Gpu) -> Result<Self> {
         let started = Instant::now();
         gpu.require(

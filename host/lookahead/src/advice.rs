@@ -21,7 +21,8 @@ use crate::range::ByteRange;
 /// One piece of advice about a managed range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advice {
-    /// Pages are mostly read: processors may keep read-only copies (`CU_MEM_ADVISE_SET_READ_MOSTLY`).
+    /// Pages are mostly read: processors may keep read-only copies
+    /// (`CU_MEM_ADVISE_SET_READ_MOSTLY`).
     SetReadMostly,
     /// Undo [`Advice::SetReadMostly`].
     UnsetReadMostly,

@@ -17,9 +17,11 @@ pub enum Capability {
     /// `CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS`: page-fault driven migration, needed
     /// for prefetching to the device and for most memory advice.
     ConcurrentManagedAccess,
-    /// `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS`: the GPU can read plain `malloc` memory (HMM or ATS).
+    /// `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS`: the GPU can read plain `malloc` memory
+    /// (HMM or ATS).
     PageableMemoryAccess,
-    /// `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`: `cuMemCreate`/`cuMemMap` and friends.
+    /// `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`: `cuMemCreate`/`cuMemMap` and
+    /// friends.
     VirtualMemoryManagement,
     /// `CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED`: a cache-coherent link (NVLink-C2C).
     HostNativeAtomics,
@@ -38,12 +40,16 @@ impl std::fmt::Display for Capability {
                 "pageable memory access / HMM (CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)"
             }
             Capability::VirtualMemoryManagement => {
-                "virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)"
+                "virtual memory management \
+                 (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)"
             }
             Capability::HostNativeAtomics => {
-                "host-native atomics / NVLink-C2C (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED)"
+                "host-native atomics / NVLink-C2C \
+                 (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED)"
             }
-            Capability::BatchPrefetch => "batched prefetch (cuMemPrefetchBatchAsync, driver >= 12.8)",
+            Capability::BatchPrefetch => {
+                "batched prefetch (cuMemPrefetchBatchAsync, driver >= 12.8)"
+            }
         })
     }
 }
@@ -52,7 +58,10 @@ impl std::fmt::Display for Capability {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `libcuda.so` could not be loaded: no NVIDIA driver on this machine.
-    #[error("no CUDA driver found (libcuda.so could not be loaded): this machine has no NVIDIA GPU driver installed")]
+    #[error(
+        "no CUDA driver found (libcuda.so could not be loaded): this machine has no NVIDIA \
+             GPU driver installed"
+    )]
     NoDriver,
     /// The driver loaded but reports no device at this ordinal.
     #[error("no CUDA device {ordinal}: the driver reports {count} device(s)")]
@@ -63,7 +72,10 @@ pub enum Error {
         count: usize,
     },
     /// The PTX set has no module old enough for this device.
-    #[error("no PTX for compute capability {device_cc}: modules were built for {built:?}; rebuild with LOOKAHEAD_ARCHS including sm_{device_cc}")]
+    #[error(
+        "no PTX for compute capability {device_cc}: modules were built for {built:?}; rebuild \
+             with LOOKAHEAD_ARCHS including sm_{device_cc}"
+    )]
     NoPtxForDevice {
         /// The device's compute capability (major * 10 + minor).
         device_cc: u32,
@@ -84,7 +96,10 @@ pub enum Error {
     },
     /// An address given to a managed-memory call (prefetch, advice, range attributes) does
     /// not belong to a managed (`cuMemAllocManaged`) allocation.
-    #[error("address {ptr:#x} is not managed memory: prefetch, advice and range attributes work only on cuMemAllocManaged allocations")]
+    #[error(
+        "address {ptr:#x} is not managed memory: prefetch, advice and range attributes work \
+             only on cuMemAllocManaged allocations"
+    )]
     NotManagedMemory {
         /// The offending address.
         ptr: u64,

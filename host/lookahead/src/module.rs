@@ -136,8 +136,9 @@ mod tests {
 
     #[test]
     fn finds_every_entry_and_nothing_else() {
-        let ptx = "\n.version 8.0\n.target sm_90\n.visible .entry saxpy(\n\t.param .f32 a\n)\n{\n}\n\
-                   .entry plain (\n)\n.func helper()\n// .entry commented(\n.visible .entry last(\n";
+        let ptx = "\n.version 8.0\n.target sm_90\n.visible .entry saxpy(\n\t.param .f32 a\n)\n\
+                   {\n}\n.entry plain (\n)\n.func helper()\n// .entry commented(\n\
+                   .visible .entry last(\n";
         assert_eq!(entry_names(ptx), ["saxpy", "plain", "last"]);
     }
 }

@@ -22,6 +22,10 @@ fn main() -> lookahead::Result<()> {
         }
         assert_eq!(sums[t], want, "chain {t}");
     }
-    println!("my-kernels: {} chains match the CPU; PTX for {:?}", starts.len(), my_kernels::PTX.iter().map(|p| p.0).collect::<Vec<_>>());
+    let archs: Vec<_> = my_kernels::PTX.iter().map(|p| p.0).collect();
+    println!(
+        "my-kernels: {} chains match the CPU; PTX for {archs:?}",
+        starts.len()
+    );
     Ok(())
 }

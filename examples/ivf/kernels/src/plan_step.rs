@@ -31,9 +31,10 @@ use crate::PLAN_THREADS;
 ///   Their counts are reset and their copy chunks numbered: the `k`-th wanted list's start
 ///   at `copy_first[k]`, and `copy_first[wanted]` is their total ([`Total::CopyChunks`]).
 ///
-/// Why this order: list order is address order, so adjacent lists reach the host's service
-/// in one claim, side by side, and it groups them into long prefetches; the pairs of a chunk run next to each other, so their reads of it share the
-/// L2 cache; and a query's candidates are contiguous for [`crate::merge`].
+/// Why this order: list order is address order, so adjacent lists reach the host's service in
+/// one claim, side by side, and it groups them into long prefetches; the pairs of a chunk run
+/// next to each other, so their reads of it share the L2 cache; and a query's candidates are
+/// contiguous for [`crate::merge`].
 #[kernel]
 pub fn plan(
     probes: &[u32],

@@ -81,7 +81,8 @@ fn scan_item<const QUADS: bool>(
     let group = lane / LANES_PER_ROW;
     let rows_per_step = 32 / LANES_PER_ROW;
     // Counted loops over constant indices, so `qv` stays in registers: iterator loops over it
-    // were left rolled (with jump threading off) and put it in local memory, 3x slower.
+    // were left rolled (with jump threading off) and put it in local memory, which made the
+    // scan 3x slower (H100, driver 580.159.04).
     let mut qv = [0.0f32; DIMS_PER_LANE];
     for i in 0..DIMS_PER_LANE {
         let d = lane_dim::<QUADS>(g, i);
@@ -269,7 +270,8 @@ pub fn pull_scan(index: Index, batch: Batch, work: WorkPlan, mut pull: Pull, mut
         return; // warp-uniform; the host finds the poisoned outputs
     }
     // Whole SMs copy: beside the copy's long system-memory loads, scanning warps on the same
-    // SM ran 3-7x slower (H100), so the other SMs are left to scan at full speed.
+    // SM ran several times slower (docs/unified-memory.md, "Copying on whole SMs"), so the
+    // other SMs are left to scan at full speed.
     let copier = (pull.copy_every > 0 && sm_id() % pull.copy_every == 0)
         || (block_idx_x() == 0 && warp_id() == 0);
     if copier {

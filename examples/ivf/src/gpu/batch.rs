@@ -33,12 +33,11 @@ use crate::data::Vectors;
 /// queries then has only a few dozen items, one warp each, and the scan takes as long as one
 /// warp's walk through 512 rows (a dependent round trip to memory per 4 rows). Smaller items
 /// spread the same rows over more warps; the neighbours do not change (candidates are
-/// ordered by distance, then id), the merge has more candidate lists. On the H100 (1 GiB
-/// index, nprobe 8, merge with a block per query) a batch took 243 instead of 324 us at 16
-/// queries and 483 instead of 516 us at 64 with 64-row items; 32-row items were 4-6 us
-/// faster for one query but 5 us slower for 4 and 64 queries, 16-row ones slower from 16
-/// queries. The pull's batches use them too: its cache counts copy chunks of 64 KiB per
-/// list and a list's scan waits for the whole list, whatever the work items.
+/// ordered by distance, then id), the merge has more candidate lists. Which sizes pay at
+/// which batch size was measured with `ivf_latency` on an H100 (driver 580.159.04):
+/// `docs/graphs.md` has the numbers, `results/ivf_latency.md` the run. The pull's batches
+/// use them too: its cache counts copy chunks of 64 KiB per list and a list's scan waits
+/// for the whole list, whatever the work items.
 const FEW_PAIRS_CHUNK_ROWS: [u32; 3] = [64, 32, 16];
 
 /// Work items a batch of few pairs aims for: about four warps per SM of an H100.

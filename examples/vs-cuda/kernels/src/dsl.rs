@@ -15,14 +15,14 @@
 //! | spmv | warps grid-stride over rows | the row's `val` and `col` entries, `x.part(row_ptr[r]..row_ptr[r + 1])` |
 //! | ivf | warps stride over a list's vectors | the lane's 4 floats of vector `v` |
 //!
-//! `m_auto` is `level = auto(l2), distance = 4`: two entries, `<kernel>_m_auto` (no
-//! prefetch, the same code as `m_none`) and `<kernel>_m_auto__l2` (the same as `m_l2_d4`),
-//! chosen by the typed launcher from measurements; its CUDA twin settles with the same
-//! decision logic. `m_tuned` is `level = auto, distance = auto`: entries at `l2`,
-//! `l2_evict_last` and (where an iteration reads a range) `bulk`, each at distances 1, 2, 4,
-//! 8 and 16, which the tuner benchmark (`prefetch_tuner`) measures; it has no CUDA twin. The pointer chase has no DSL form: the node of
-//! iteration `i + 1` is only known once iteration `i` has loaded its link, and
-//! `#[prefetch_next]` prefetches what a later iteration reads from values known now.
+//! `m_auto` is `level = auto(l2), distance = 4`: two entries, `<kernel>_m_auto` (no prefetch,
+//! the same code as `m_none`) and `<kernel>_m_auto__l2` (the same as `m_l2_d4`), chosen by the
+//! typed launcher from measurements; its CUDA twin settles with the same decision logic.
+//! `m_tuned` is `level = auto, distance = auto`: entries at `l2`, `l2_evict_last` and (where an
+//! iteration reads a range) `bulk`, each at distances 1, 2, 4, 8 and 16, which the tuner
+//! benchmark (`prefetch_tuner`) measures; it has no CUDA twin. The pointer chase has no DSL
+//! form: the node of iteration `i + 1` is only known once iteration `i` has loaded its link,
+//! and `#[prefetch_next]` prefetches what a later iteration reads from values known now.
 //!
 //! The bodies compile on the host too (type-checked, and run by the CPU emulator in this
 //! crate's tests), so the two helpers that use inline PTX have host forms.
@@ -57,7 +57,12 @@ fn red_min_u32(slot: &mut u32, v: u32) {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: `slot` is a valid, aligned u32 of global memory only updated atomically.
     unsafe {
-        core::arch::asm!("red.global.min.u32 [{p}], {v};", p = in(reg64) slot as *mut u32, v = in(reg32) v, options(nostack));
+        core::arch::asm!(
+            "red.global.min.u32 [{p}], {v};",
+            p = in(reg64) slot as *mut u32,
+            v = in(reg32) v,
+            options(nostack)
+        );
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
@@ -272,7 +277,10 @@ macro_rules! ivf {
             for l in (block_idx_x() as usize..list_min.len()).step_by(grid_dim_x() as usize) {
                 let (s, e) = (list_off[l] as usize, list_off[l + 1] as usize);
                 let mut best = f32::INFINITY;
-                $(#[prefetch_next($($opt)*, of(vecs.part(v * DIM + lane * 4..v * DIM + lane * 4 + 4)))])?
+                $(#[prefetch_next(
+                    $($opt)*,
+                    of(vecs.part(v * DIM + lane * 4..v * DIM + lane * 4 + 4))
+                )])?
                 for v in (s + warp..e).step_by(warps) {
                     let p = load4(vecs, v * DIM + lane * 4);
                     let d0 = p[0] - q[0];
@@ -321,7 +329,12 @@ macro_rules! bag {
             for b in (first..bag_off.len() - 1).step_by(warps) {
                 let (s, e) = (bag_off[b] as usize, bag_off[b + 1] as usize);
                 let mut acc = [0.0f32; 4];
-                $(#[prefetch_next($($opt)*, of(table.part(idx[j] as usize * DIM + lane * 4..idx[j] as usize * DIM + lane * 4 + 4)))])?
+                $(#[prefetch_next(
+                    $($opt)*,
+                    of(table.part(
+                        idx[j] as usize * DIM + lane * 4..idx[j] as usize * DIM + lane * 4 + 4
+                    ))
+                )])?
                 for j in s..e {
                     let r = load4(table, idx[j] as usize * DIM + lane * 4);
                     for k in 0..4 {

@@ -64,7 +64,12 @@ struct F4 {
 /// `red.global.min.u32`: the float bits of non-negative distances order as integers.
 #[inline(always)]
 unsafe fn red_min_u32(p: *mut u32, v: u32) {
-    core::arch::asm!("red.global.min.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack));
+    core::arch::asm!(
+        "red.global.min.u32 [{p}], {v};",
+        p = in(reg64) p,
+        v = in(reg32) v,
+        options(nostack)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -362,7 +367,9 @@ entries!(gather(src: *const f32, idx: *const u32, out: *mut f32, n: usize) {
     gather_el_d4 => HINT_EVICT_LAST, 4;
 });
 
-entries!(spmv(rows: usize, row_ptr: *const u32, col: *const u32, val: *const f32, x: *const f32, y: *mut f32) {
+entries!(spmv(
+    rows: usize, row_ptr: *const u32, col: *const u32, val: *const f32, x: *const f32, y: *mut f32
+) {
     spmv_none => HINT_NONE, 0;
     spmv_l2_d1 => HINT_L2, 1;
     spmv_l2_d4 => HINT_L2, 4;
@@ -371,7 +378,14 @@ entries!(spmv(rows: usize, row_ptr: *const u32, col: *const u32, val: *const f32
     spmv_bulk_d4 => HINT_BULK, 4;
 });
 
-entries!(ivf_scan(lists: usize, list_off: *const u32, vecs: *const f32, query: *const f32, dist: *mut f32, list_min: *mut u32) {
+entries!(ivf_scan(
+    lists: usize,
+    list_off: *const u32,
+    vecs: *const f32,
+    query: *const f32,
+    dist: *mut f32,
+    list_min: *mut u32
+) {
     ivf_none => HINT_NONE, 0;
     ivf_l2_d1 => HINT_L2, 1;
     ivf_l2_d4 => HINT_L2, 4;

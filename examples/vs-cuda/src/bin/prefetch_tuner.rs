@@ -59,7 +59,13 @@ struct Args {
     #[arg(long)]
     retune: bool,
     /// Only these kernels (comma-separated).
-    #[arg(long, value_delimiter = ',', value_parser = PossibleValuesParser::new(["saxpy", "reduce", "gather", "spmv", "ivf", "chase", "bag"]))]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new([
+            "saxpy", "reduce", "gather", "spmv", "ivf", "chase", "bag"
+        ])
+    )]
     only: Vec<String>,
 }
 
@@ -122,7 +128,8 @@ fn run(gpu: &Gpu, args: &Args) -> Res<Vec<TunerRow>> {
             tuner::measure_typed(&mut env, b.as_mut(), args.reps, &ctx, args.retune)?
         };
         println!(
-            "{name}: {} candidates, best {} {:.4} ms, plain {:.4} ms, tuned {} {:.4} ms after {} launches ({:?})",
+            "{name}: {} candidates, best {} {:.4} ms, plain {:.4} ms, tuned {} {:.4} ms after {} \
+             launches ({:?})",
             row.candidates.len(),
             row.best().variant,
             row.best().ms.median,

@@ -2,18 +2,20 @@
 //! interconnect (managed memory mapped for the GPU with accessed-by advice) into device
 //! memory, and the other warps wait for a range's copy to complete, then read the copy.
 //!
-//! Why: on the H100s we measured, a kernel's own loads of host-resident pages stream at
-//! about 51 GB/s (92% of pinned `cudaMemcpy`) whatever the ranges' size, while migrating the
-//! same scattered ranges (faults, or prefetches issued by the host) reaches 10-48 GB/s. A
-//! few copy warps reach that rate; the rest of the grid reads the copies at device-memory
-//! speed as soon as each range is complete, so the copy and the computation overlap.
+//! Why: a kernel's own loads of host-resident pages stream at close to the rate of a pinned
+//! `cudaMemcpy` whatever the ranges' size, while migrating the same scattered ranges
+//! (faults, or prefetches issued by the host) is slower, the more so the smaller they are
+//! (H100, driver 580.159.04: `results/pull_paths.txt`, explained in
+//! `docs/unified-memory.md`, "The GPU-driven pull"). A few copy warps reach that rate; the
+//! rest of the grid reads the copies at device-memory speed as soon as each range is
+//! complete, so the copy and the computation overlap.
 //!
-//! The protocol: a range is cut into chunks of [`CHUNK_BYTES`] ([`chunks`],
-//! [`chunk_words`]); the warp that copies a chunk makes its stores visible to the GPU and adds one to the range's counter
-//! ([`copy_chunk`]); the range is complete when its counter equals its [`chunks`]
+//! The protocol: a range is cut into chunks of [`CHUNK_BYTES`] ([`chunks`], [`chunk_words`]);
+//! the warp that copies a chunk makes its stores visible to the GPU and adds one to the range's
+//! counter ([`copy_chunk`]); the range is complete when its counter equals its [`chunks`]
 //! ([`wait_complete`]). Counters are ordinary `u32`s in device memory that persist across
-//! launches, so a range copied once is found complete later: the copy is a cache, valid for
-//! as long as the source does not change.
+//! launches, so a range copied once is found complete later: the copy is a cache, valid for as
+//! long as the source does not change.
 //!
 //! A kernel that uses it must never make a copying warp wait on a range: then every wait
 //! ends, whatever the number of resident blocks. The simplest way is to hand out the copy

@@ -1,11 +1,12 @@
 //! GPU-driven migration requests, the device half.
 //!
-//! In-kernel prefetch instructions do not migrate Unified Memory pages on the H100s we
-//! measured, so a kernel that knows what it will read next asks the host instead: it
-//! publishes `(pointer, bytes, flag)` into a ring in pinned host memory, a host service
-//! prefetches the range with `cuMemPrefetchAsync` and, on the same stream right after the
-//! prefetch, writes the request's ready flag in device memory (`cuStreamWriteValue32`).
-//! The kernel waits on that flag before touching the range, or goes ahead on the fault path.
+//! In-kernel prefetch instructions do not migrate Unified Memory pages on the H100 (driver
+//! 580.159.04; `docs/unified-memory.md`), so a kernel that knows what it will read next asks
+//! the host instead: it publishes `(pointer, bytes, flag)` into a ring in pinned host memory, a
+//! host service prefetches the range with `cuMemPrefetchAsync` and, on the same stream right
+//! after the prefetch, writes the request's ready flag in device memory
+//! (`cuStreamWriteValue32`). The kernel waits on that flag before touching the range, or goes
+//! ahead on the fault path.
 //!
 //! Nothing here can lose a request or hang a kernel:
 //! - a full ring (or a queue with capacity 0) makes [`RequestQueue::request`] return

@@ -100,7 +100,8 @@ impl Trace {
                 .and_then(|e| self.t0.elapsed_ms(e).ok())
                 .map(|ms| ms as f64 * 1e3);
             eprintln!(
-                "uvm trace: worker={} flag={} requests={} bytes={} received={:.0} prefetch_returned={:.0} flags_on_gpu={}",
+                "uvm trace: worker={} flag={} requests={} bytes={} received={:.0} \
+                 prefetch_returned={:.0} flags_on_gpu={}",
                 g.worker,
                 g.first_flag,
                 g.requests,

@@ -72,9 +72,12 @@ impl Mode {
         match value.map(str::trim) {
             None | Some("") | Some("on") | Some("tune") => Ok(Mode::Tune),
             Some("off") => Ok(Mode::Force(Variant::PLAIN)),
-            Some(other) => Variant::parse(other).map(Mode::Force).ok_or_else(|| format!(
-                "LOOKAHEAD_AUTOTUNE={other} is not understood: write on, off, plain, a level (l2, l2_evict_last, bulk, ...) or a level at a distance (l2_d4)"
-            )),
+            Some(other) => Variant::parse(other).map(Mode::Force).ok_or_else(|| {
+                format!(
+                "LOOKAHEAD_AUTOTUNE={other} is not understood: write on, off, plain, a level (l2, \
+                 l2_evict_last, bulk, ...) or a level at a distance (l2_d4)"
+            )
+            }),
         }
     }
 
@@ -206,7 +209,8 @@ impl DecisionStore {
             static REPORTED: OnceLock<()> = OnceLock::new();
             REPORTED.get_or_init(|| {
                 eprintln!(
-                    "lookahead: could not keep a tuning decision in {}: {e} (set LOOKAHEAD_AUTOTUNE_CACHE to a writable file, or to off)",
+                    "lookahead: could not keep a tuning decision in {}: {e} (set \
+                     LOOKAHEAD_AUTOTUNE_CACHE to a writable file, or to off)",
                     path.display()
                 )
             });

@@ -4,9 +4,10 @@
 //! coalesced, cut into large pieces and issued from the threads of a [`PrefetchPool`], each
 //! with its own stream, with completion reported through CUDA events.
 //!
-//! Why an engine: the driver spends roughly 80-120 us of host time per prefetch call, so
-//! one thread issuing 2 MiB pieces tops out near 17 GB/s on an H100 over PCIe Gen5, while
-//! 32 MiB pieces from several threads reach about 50 GB/s (see `docs/host-runtime.md`).
+//! Why an engine: the driver does most of a prefetch's work inside the issuing call, on the
+//! host, so one thread issuing small pieces moves data at a fraction of the interconnect's
+//! rate, while large pieces from several threads reach it (H100 over PCIe Gen5, CUDA 13.0
+//! driver: `results/host_bench.md`, explained in `docs/host-runtime.md`).
 
 mod engine;
 mod pool;

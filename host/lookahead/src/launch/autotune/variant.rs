@@ -118,14 +118,17 @@ pub fn entry_for(
 ) -> Result<&'static str> {
     match entries.iter().find(|(h, _)| *h == variant.hint) {
         Some((_, entry)) => Ok(entry),
-        None => Err(Error::InvalidArgument {
-            call: kernel,
-            reason: format!(
-                "variant `{variant}` needs an entry at `{}`, which this kernel does not have (its `level = auto` loops list the levels it is compiled at): use one of {}",
+        None => {
+            Err(Error::InvalidArgument {
+                call: kernel,
+                reason: format!(
+                "variant `{variant}` needs an entry at `{}`, which this kernel does not have (its \
+                 `level = auto` loops list the levels it is compiled at): use one of {}",
                 variant.hint.name(),
                 entries.iter().map(|(h, _)| h.name()).collect::<Vec<_>>().join(", ")
             ),
-        }),
+            })
+        }
     }
 }
 
