@@ -59,27 +59,30 @@ macro_rules! cvta {
         let a = $ptr;
         // Overwritten by the instruction; starts as `a` only to have its type.
         let mut r = a;
-        macro_rules! one {
-                    ($s:literal) => {
-                        // SAFETY: converts an address without accessing memory.
-                        unsafe {
-                            core::arch::asm!(
-                                concat!($op, $s, ".u64 {r}, {a};"),
-                                a = in(reg64) a,
-                                r = out(reg64) r,
-                                options(nostack, nomem, pure)
-                            )
-                        }
-                    };
-                }
         match $space {
-            AddressSpace::Global => one!("global"),
-            AddressSpace::Shared => one!("shared"),
-            AddressSpace::Constant => one!("const"),
-            AddressSpace::Local => one!("local"),
+            AddressSpace::Global => cvta_in!($op, "global", a, r),
+            AddressSpace::Shared => cvta_in!($op, "shared", a, r),
+            AddressSpace::Constant => cvta_in!($op, "const", a, r),
+            AddressSpace::Local => cvta_in!($op, "local", a, r),
         }
         r
     }};
+}
+
+/// One `cvta` instruction of [`cvta`]: `$r` = `$a` converted by `$op` for the space `$s`.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! cvta_in {
+    ($op:literal, $s:literal, $a:ident, $r:ident) => {
+        // SAFETY: converts an address without accessing memory.
+        unsafe {
+            core::arch::asm!(
+                concat!($op, $s, ".u64 {r}, {a};"),
+                a = in(reg64) $a,
+                r = out(reg64) $r,
+                options(nostack, nomem, pure)
+            )
+        }
+    };
 }
 
 /// The address of `ptr` within `space` (`cvta.to.<space>`), as PTX's space-specific loads

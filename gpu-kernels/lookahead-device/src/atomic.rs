@@ -177,35 +177,22 @@ pub trait AtomicExchange: Copy {
     unsafe fn atomic_exchange_ptr(ptr: *mut Self, value: Self) -> Self;
 }
 
-macro_rules! exch {
-    ($ty:ty, $instr:literal, $reg:ident, $atomic:ident) => {
-        impl AtomicExchange for $ty {
-            #[inline(always)]
-            unsafe fn atomic_exchange_ptr(ptr: *mut Self, value: Self) -> Self {
-                gpu_or_host!(
-                    {
-                        let old: $ty;
-                        core::arch::asm!(
-                            concat!($instr, " {old}, [{ptr}], {v};"),
-                            old = out($reg) old,
-                            ptr = in(reg64) ptr,
-                            v = in($reg) value,
-                            options(nostack)
-                        );
-                        old
-                    },
-                    {
-                        lookahead_emu::hooks::spin_point();
-                        $atomic::from_ptr(ptr).swap(value, SeqCst)
-                    }
-                )
-            }
-        }
-    };
-}
-
-exch!(u32, "atom.exch.b32", reg32, AtomicU32);
-exch!(u64, "atom.exch.b64", reg64, AtomicU64);
+atom!(
+    AtomicExchange,
+    atomic_exchange_ptr,
+    u32,
+    "atom.exch.b32",
+    reg32,
+    |p, v| AtomicU32::from_ptr(p).swap(v, SeqCst)
+);
+atom!(
+    AtomicExchange,
+    atomic_exchange_ptr,
+    u64,
+    "atom.exch.b64",
+    reg64,
+    |p, v| AtomicU64::from_ptr(p).swap(v, SeqCst)
+);
 
 /// Atomically adds `value` to `*slot` and returns the previous value (`atom.add.{f32,u32,u64}`).
 #[inline(always)]
