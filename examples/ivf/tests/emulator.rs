@@ -145,7 +145,9 @@ fn emulated_ivf_search_matches_the_cpu_reference() {
 fn on_grid_data_the_search_is_the_cpu_reference_exactly() {
     let seed = fresh_seed();
     let emu = Emulator::new();
-    for (dim, points) in [(16, 3000), (128, 4000)] {
+    // Dimension 16: a multiple of 4, so the scan takes the quad loads it takes at the GPU
+    // tests' dimension 64.
+    for (dim, points) in [(16, 3000)] {
         let f = fixture_of(seed, dim, points, true);
         let k = ivf_kernels::K;
         let want: Vec<_> = (0..f.queries.len())
