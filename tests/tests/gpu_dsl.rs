@@ -402,7 +402,7 @@ fn every_parameter_kind_and_prefetch_form_matches_the_cpu_on_the_gpu() {
     let lists = ManagedBuffer::from_slice(&gpu, &x).unwrap();
     let offsets: Vec<u32> = vec![0, 100, 100, 640, n as u32];
     let weights = vec![1.0f32, -2.0, 3.0, 0.5];
-    let mut sums = dev(&gpu, &vec![f32::NAN; 4]);
+    let mut sums = dev(&gpu, &[f32::NAN; 4]);
     let queue = lookahead_device::uvm::requests::RequestQueue::disabled();
     let (doff, dw) = (s.clone_htod(&offsets).unwrap(), dev(&gpu, &weights));
     kind_queued::launch(&on, one, &lists, &doff, &dw, &mut sums, queue).unwrap();

@@ -137,10 +137,13 @@ pub fn kind_views(
 }
 
 #[device_fn]
+// A range loop's rewrite in a #[device_fn] casts the bound to `usize` (a #[kernel]'s body
+// allows that lint).
+#[allow(clippy::unnecessary_cast)]
 fn dot(x: &[f32], y: &[f32]) -> f32 {
     let mut acc = 0.0;
     #[prefetch_next(distance = 4, level = l2_evict_last, portable)]
-    for i in 0..x.len().min(y.len()) {
+    for i in 0..x.len() {
         acc += x[i] * y[i];
     }
     acc
@@ -148,11 +151,12 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
 
 /// Every `#[prefetch_next]` loop form (range, inclusive grid-stride range with `of(..)`,
 /// `iter_mut`, `chunks`, labelled `chunks_exact_mut`), a `#[device_fn]` with its own loop,
-/// and a shared array. One thread (the loops are not split between threads).
+/// and a shared array. One thread (the loops are not split between threads); `y` at least
+/// as long as `x`.
 #[kernel(min_len(out = 1, x = 1))]
 pub fn kind_prefetch_forms(x: &[f32], y: &mut [f32], out: &mut [f32]) {
     #[prefetch_next(distance = 2, level = l1)]
-    for i in 0..x.len().min(y.len()) {
+    for i in 0..x.len() {
         y[i] = x[i];
     }
     #[prefetch_next(level = l2, of(x))]
