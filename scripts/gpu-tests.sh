@@ -6,6 +6,8 @@
 #                                     # demo, the newcomer and rust-cuda examples; exits non-zero if any
 #                                     # fails.
 # Each test binary is run with --ignored: a GPU test that finds no GPU fails, it never passes.
+# The demo and the newcomer run with --gpu, which fails without a GPU instead of falling back
+# to the CPU emulator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.device
@@ -53,9 +55,10 @@ run)
             failed=$((failed + 1)); echo "FAILED: $t"
         fi
     done
-    for program in demo lookahead-newcomer rust-cuda-example; do
+    for program in "demo --gpu" "lookahead-newcomer --gpu" rust-cuda-example; do
         echo "== $program"
-        timeout "$limit" "$DEST/bin/$program" || { failed=$((failed + 1)); echo "FAILED: $program"; }
+        # shellcheck disable=SC2086 # the program's name, then its flags
+        timeout "$limit" "$DEST"/bin/$program || { failed=$((failed + 1)); echo "FAILED: $program"; }
     done
     echo "gpu-tests: $failed failing group(s)"
     [ "$failed" = 0 ]

@@ -1,5 +1,8 @@
 //! Cross-crate tests for Lookahead live in `tests/`; this library carries the PTX the
-//! build script compiled for them and a small PTX reader for loop-placement checks.
+//! build script compiled for them, a small PTX reader for loop-placement checks, and the
+//! math kernel's reference and check ([`math`]).
+
+pub mod math;
 
 /// `demo-kernels` compiled for sm_70, sm_80 and sm_90.
 pub mod demo_kernels_ptx {
@@ -20,15 +23,21 @@ pub mod rust_cuda_kernels_ptx {
 /// `n` values in [-1, 1) from a xorshift generator seeded with `seed`: the GPU tests' inputs,
 /// reproducible from the seed.
 pub fn input(seed: u32, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).max(1);
+    let mut uniform = uniform(seed);
     (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s % 2000) as f32 / 1000.0 - 1.0
-        })
+        .map(|_| uniform(2000) as f32 / 1000.0 - 1.0)
         .collect()
+}
+
+/// The xorshift generator of [`input`] as `uniform(k)`: an integer in `0..k` per call.
+pub fn uniform(seed: u32) -> impl FnMut(u32) -> u32 {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    move |k| {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s % k
+    }
 }
 
 /// Runs `ptxas -arch=sm_XX` on every module of `modules` (written to a temporary folder as

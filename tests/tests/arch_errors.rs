@@ -11,16 +11,19 @@
 //! second).
 //!
 //! It has its own `main` (`harness = false`) because rustc runs the linker of each nested
-//! build, and the builder's linker is this executable in link mode. Like a libtest binary it
-//! accepts a name filter, `--list`, and `--ignored` (it has no GPU tests, so `--ignored`, as
-//! `scripts/gpu-tests.sh run` passes it, runs nothing).
+//! build, and the builder's linker is this executable in link mode. Its cases run under
+//! `libtest-mimic`, which reads libtest's arguments (`--skip`, `--exact`, `--list`,
+//! `--ignored`, `--test-threads N`, ...), so `cargo test --test arch_errors -- ARGS` means
+//! what it means for any test; the cases run one at a time unless `--test-threads` says
+//! otherwise (each is a nested build in the shared PTX target folders). Unlike libtest, a
+//! name filter that matches no case is a failure, not an empty success.
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 
+use libtest_mimic::{Arguments, Failed, Trial};
 use lookahead_builder::{link, ptx, Arch, BuildError, KernelBuilder};
 use lookahead_tests::lines_inside_loops;
 
@@ -48,7 +51,7 @@ struct Needs {
     in_loop: bool,
 }
 
-const NEEDS: [Needs; 8] = [
+static NEEDS: [Needs; 8] = [
     Needs {
         dir: "loop-bulk",
         kernel: "loop_bulk",
@@ -283,9 +286,6 @@ fn needs_case(n: &Needs) -> Result<(), String> {
     Ok(())
 }
 
-/// One test: `Ok`, or what went wrong.
-type Case = Box<dyn Fn() -> Result<(), String>>;
-
 const BULK: &str = "cp.async.bulk.prefetch.L2.global [";
 const EVICT_LAST: &str = "prefetch.global.L2::evict_last [";
 const L2: &str = "prefetch.global.L2 [";
@@ -328,72 +328,83 @@ fn portable_case(arch: Arch) -> Result<(), String> {
     Ok(())
 }
 
+/// The harness itself, run as a child with `args`: its exit status and what it printed.
+fn harness(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env::current_exe().expect("the test executable"))
+        .args(args)
+        .output()
+        .expect("running the harness");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (
+        out.status.success(),
+        text + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// libtest's arguments mean here what they mean for any test binary: listing (with and
+/// without `--test-threads`), `--skip`, a name filter, `--exact`; and a filter that matches
+/// no case fails.
+fn arguments_case() -> Result<(), String> {
+    let listed = |args: &[&str]| {
+        let (ok, text) = harness(args);
+        let names = text.lines().filter(|l| l.ends_with(": test")).count();
+        (ok, names, text)
+    };
+    let all = NEEDS.len() + 3 + 1;
+    for (args, want) in [
+        (&["--list"][..], all),
+        (&["--list", "--test-threads", "1"], all),
+        (&["--list", "--test-threads=1"], all),
+        (&["--list", "--skip", "portable"], all - 3),
+        (&["--list", "portable"], 3),
+        (&["--list", "--exact", "portable_builds_for_sm_70"], 1),
+    ] {
+        let (ok, names, text) = listed(args);
+        check(ok && names == want, || {
+            format!("{args:?}: {names} cases listed, want {want}:\n{text}")
+        })?;
+    }
+    let (ok, text) = harness(&["no_case_is_called_this"]);
+    check(!ok && text.contains("matches no test"), || {
+        format!("a filter that matches nothing must fail:\n{text}")
+    })
+}
+
 fn main() -> ExitCode {
     // Started by a nested rustc as the PTX linker.
     if link::in_link_mode() {
         std::process::exit(link::link_from_args());
     }
-    let args: Vec<String> = env::args().skip(1).collect();
-    let flag = |f: &str| args.iter().any(|a| a == f);
-    let filter = args.iter().find(|a| !a.starts_with('-'));
-
-    let mut cases: Vec<(String, Case)> = Vec::new();
-    for n in &NEEDS {
-        cases.push((
-            format!(
+    let mut args = Arguments::from_args();
+    args.test_threads.get_or_insert(1);
+    let mut trials: Vec<Trial> = NEEDS
+        .iter()
+        .map(|n| {
+            let name = format!(
                 "needs_{}_{}_fails_on_{}",
                 n.dir.replace('-', "_"),
                 n.first,
                 n.too_old
-            ),
-            Box::new(move || needs_case(n)),
-        ));
-    }
+            );
+            Trial::test(name, move || needs_case(n).map_err(Failed::from))
+        })
+        .collect();
     for arch in [Arch::SM_70, Arch::SM_80, Arch::SM_90] {
-        cases.push((
+        trials.push(Trial::test(
             format!("portable_builds_for_{arch}"),
-            Box::new(move || portable_case(arch)),
+            move || portable_case(arch).map_err(Failed::from),
         ));
     }
-    cases.retain(|(name, _)| filter.is_none_or(|f| name.contains(f.as_str())));
-
-    if flag("--list") {
-        for (name, _) in &cases {
-            println!("{name}: test");
-        }
-        return ExitCode::SUCCESS;
-    }
-    if flag("--ignored") {
-        println!("arch_errors: no ignored (GPU) tests; 0 run");
-        return ExitCode::SUCCESS;
-    }
-
-    println!("\nrunning {} tests", cases.len());
-    let started = Instant::now();
-    let mut failed = Vec::new();
-    for (name, case) in &cases {
-        let t = Instant::now();
-        match case() {
-            Ok(()) => println!("test {name} ... ok ({:.1} s)", t.elapsed().as_secs_f64()),
-            Err(why) => {
-                println!("test {name} ... FAILED");
-                failed.push((name, why));
-            }
+    trials.push(Trial::test("harness_reads_libtest_arguments", || {
+        arguments_case().map_err(Failed::from)
+    }));
+    let total = trials.len() as u64;
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let Some(filter) = args.filter.as_deref().filter(|_| !args.list) {
+        if conclusion.num_filtered_out == total {
+            eprintln!("error: the filter {filter:?} matches no test of arch_errors");
+            return ExitCode::FAILURE;
         }
     }
-    for (name, why) in &failed {
-        println!("\n---- {name} ----\n{why}");
-    }
-    println!(
-        "\ntest result: {}. {} passed; {} failed; finished in {:.1} s\n",
-        if failed.is_empty() { "ok" } else { "FAILED" },
-        cases.len() - failed.len(),
-        failed.len(),
-        started.elapsed().as_secs_f64()
-    );
-    if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    conclusion.exit_code()
 }

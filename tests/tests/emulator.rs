@@ -70,13 +70,13 @@ fn saxpy_matches_the_cpu() {
 fn reduce_sum_matches_the_cpu() {
     let mut rng = Rng::fresh("reduce_sum");
     let n = 50_000 + rng.below(10_000) as usize;
-    let x = rng.f32s(n);
-    let mut out = vec![f32::NAN; 1];
-    out[0] = 0.0;
-    demo_kernels::reduce_sum::launch(&emu(), LaunchConfig::grid_stride(n, 256, 16), &x, &mut out)
-        .unwrap();
-    let want: f64 = x.iter().map(|&v| v as f64).sum();
-    assert!((out[0] as f64 - want).abs() < 1e-2, "{} vs {want}", out[0]);
+    // A sum exact in any order of additions: the kernel's must equal it bit for bit.
+    let x = lookahead_bench::exact_sum::input(n, |k| rng.below(k as u64) as u32);
+    let mut out = vec![0.0f32];
+    let cfg = LaunchConfig::grid_stride(n, 256, 16);
+    demo_kernels::reduce_sum::launch(&emu(), cfg, &x.values, &mut out).unwrap();
+    let (ok, detail) = lookahead_bench::exact_sum::check(out[0], x.sum);
+    assert!(ok, "{detail}");
 }
 
 #[test]
@@ -312,23 +312,17 @@ fn a_kernel_params_struct_binds_its_views_and_values() {
     }
 }
 
+/// The emulator runs the math methods on the host's C library; the reference is `libm`
+/// (musl's), which shares no code with it.
 #[test]
-fn math_methods_are_the_standard_librarys_on_the_emulator() {
+fn math_on_the_emulator_is_within_a_few_ulp_of_an_independent_reference() {
     let mut rng = Rng::fresh("intr_math");
     let x: Vec<f32> = rng.f32s(300).iter().map(|v| 4.0 * v).collect();
     let (mut o32, mut o64) = (vec![f32::NAN; 8 * x.len()], vec![f64::NAN; 4 * x.len()]);
     let cfg = LaunchConfig::for_len(x.len(), 64);
     ptx_kernels::intr_math::launch(&emu(), cfg, &x, &mut o32, &mut o64).unwrap();
-    let (w32, w64) = ptx_kernels::math_reference(&x);
-    // Bit for bit: both sides call the host's functions.
-    assert_eq!(
-        o32.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        w32.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        o64.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        w64.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-    );
+    let differ = lookahead_tests::math::math_mismatches(&x, &o32, &o64);
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
 #[test]
@@ -437,7 +431,7 @@ fn a_missing_barrier_on_shared_memory_is_a_data_race() {
         panic!("expected a race, got {text}");
     };
     assert_eq!(*kind, "read after write", "{text}");
-    assert!(site.contains("ptx-kernels/src/lib.rs"), "{text}");
+    assert!(site.contains("ptx-kernels/src/bugs.rs"), "{text}");
     // With the barrier, the same kernel is race-free and correct.
     ptx_kernels::intr_shared::launch(&emu(), LaunchConfig::for_len(64, 64), &x, &mut y).unwrap();
     // Race detection can be turned off.
@@ -1009,7 +1003,7 @@ fn threads_at_different_sync_threads_calls_are_a_divergence() {
         panic!("expected a divergence, got {text}");
     };
     assert_eq!(
-        sites.matches("ptx-kernels/src/lib.rs:").count(),
+        sites.matches("ptx-kernels/src/bugs.rs:").count(),
         2,
         "{text}"
     );
@@ -1101,4 +1095,101 @@ fn a_loop_that_calls_nothing_is_ended_by_the_watchdog() {
             && stderr.contains("block [0, 0, 0] thread [0, 0, 0]"),
         "{stderr}"
     );
+}
+
+/// Every accepted parameter kind and `#[prefetch_next]` form, the `level = auto` launchers
+/// and a request queue, on the emulator, against the CPU (`ptx_kernels::kinds`;
+/// `tests/tests/gpu_dsl.rs` runs the same on a GPU).
+#[test]
+fn every_parameter_kind_and_prefetch_form_matches_the_cpu() {
+    use lookahead::launch::autotune::{Hint, Variant};
+    use ptx_kernels::*;
+    let e = emu();
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let n = 1000;
+    let x = small_integers(n, 1);
+    let cfg = LaunchConfig::for_len(n, 128);
+
+    let mut y = vec![f32::NAN; n];
+    let c = SCALARS;
+    let (a, b) = (c.a, c.b);
+    kind_scalars::launch(
+        &e, cfg, a, b, c.c, c.d, c.e, c.f, c.g, c.h, c.i, c.j, c.k, c.l, &x, &mut y,
+    )
+    .unwrap();
+    let want: Vec<f32> = x.iter().map(|v| v + c.weighted()).collect();
+    assert_eq!(y, want, "kind_scalars");
+
+    let (mut b, mut d) = (vec![0u32], vec![f64::NAN]);
+    kind_views::launch(&e, one, &vec![7u32], &mut b, &vec![-2.5f64], &mut d).unwrap();
+    assert_eq!((b[0], d[0]), (7, -2.5));
+
+    let (mut y, mut out) = (vec![f32::NAN; n], vec![3.0f32]);
+    kind_prefetch_forms::launch(&e, one, &x, &mut y, &mut out).unwrap();
+    assert_eq!(
+        (y, out[0]),
+        prefetch_forms_reference(&x, 3.0),
+        "kind_prefetch_forms"
+    );
+
+    let nodes: Vec<Node> = (0..n)
+        .map(|i| Node {
+            next: 0,
+            value: x[i],
+        })
+        .collect();
+    let mut io_out = vec![f32::NAN; n];
+    let first = Node {
+        next: 0,
+        value: 2.0,
+    };
+    let io = IoArgs {
+        input: &nodes,
+        output: &mut io_out,
+        scale: 0.5,
+        _pad: 0,
+    };
+    kind_user_types::launch(&e, cfg, &nodes, first, io).unwrap();
+    let want: Vec<f32> = x.iter().map(|v| (2.0 * v + 2.0) * 0.5).collect();
+    assert_eq!(io_out, want, "kind_user_types");
+
+    let mut params = vec![f32::NAN];
+    kind_names::launch(&e, one, 1, 2, &vec![0.5f32], &mut params, 3, 4).unwrap();
+    assert_eq!(params, [10.5], "kind_names");
+
+    let sum: f32 = x.iter().sum();
+    for variant in [
+        None,
+        Some(Variant::new(Hint::Bulk, 3)),
+        Some(Variant::PLAIN),
+    ] {
+        let mut out = vec![0.0f32];
+        match variant {
+            None => kind_auto_sum::launch(&e, cfg, &x, &mut out),
+            Some(v) => kind_auto_sum::launch_variant(v, &e, cfg, &x, &mut out),
+        }
+        .unwrap();
+        assert_eq!(out, [sum], "kind_auto_sum {variant:?}");
+    }
+    assert_eq!(
+        kind_auto_sum::ENTRIES[3],
+        (Hint::Bulk, "kind_auto_sum__bulk")
+    );
+
+    let offsets: Vec<u32> = vec![0, 100, 100, 640, n as u32];
+    let weights = vec![1.0f32, -2.0, 3.0, 0.5];
+    let mut sums = vec![f32::NAN; 4];
+    let queue = lookahead_device::uvm::requests::RequestQueue::disabled();
+    kind_queued::launch(&e, one, &x, &offsets, &weights, &mut sums, queue).unwrap();
+    assert_eq!(
+        sums,
+        queued_reference(&x, &offsets, &weights),
+        "kind_queued"
+    );
+
+    let idx: Vec<u32> = (0..300).map(|i| (i * 37 % n) as u32).collect();
+    let mut got = vec![f32::NAN; idx.len()];
+    kind_gather::launch(&e, one, &x, &idx, &mut got).unwrap();
+    let want: Vec<f32> = idx.iter().map(|&i| x[i as usize]).collect();
+    assert_eq!(got, want, "kind_gather");
 }

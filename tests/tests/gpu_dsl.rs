@@ -8,7 +8,8 @@
 use cudarc::driver::{CudaSlice, UnifiedSlice};
 use lookahead::launch::LaunchConfig;
 use lookahead::{Error, Gpu};
-use lookahead_tests::input;
+use lookahead_bench::exact_sum::{self, SumInput};
+use lookahead_tests::{input, uniform};
 
 const N: usize = (1 << 20) + 37; // not a multiple of the block or tile size
 
@@ -63,29 +64,47 @@ fn saxpy_matches_cpu_on_device_and_managed_memory() {
     }
 }
 
+/// `reduce_sum`'s input: values whose f32 sum is exact in any order ([`exact_sum`]).
+fn sum_input() -> SumInput {
+    exact_sum::input(N, uniform(3))
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn reduce_sum_matches_cpu_on_device_and_managed_memory() {
     let gpu = gpu();
-    let x = input(3, N);
-    let want: f64 = x.iter().map(|&v| v as f64).sum();
-    let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
-    let dx = dev(&gpu, &x);
+    let x = sum_input();
+    let dx = dev(&gpu, &x.values);
     let mut out = dev(&gpu, &[0.0]);
     demo_kernels::reduce_sum::launch(&gpu, stride_cfg(), &dx, &mut out).unwrap();
-    let got = read_dev(&gpu, &out)[0] as f64;
-    assert!(
-        (got - want).abs() / scale <= 1e-5,
-        "device: {got} vs {want}"
-    );
-    let mx = managed(&gpu, &x);
+    let (ok, detail) = exact_sum::check(read_dev(&gpu, &out)[0], x.sum);
+    assert!(ok, "device: {detail}");
+    let mx = managed(&gpu, &x.values);
     let mut mout = managed(&gpu, &[0.0]);
     demo_kernels::reduce_sum::launch(&gpu, stride_cfg(), &mx, &mut mout).unwrap();
-    let got = read_managed(&gpu, &mout)[0] as f64;
-    assert!(
-        (got - want).abs() / scale <= 1e-5,
-        "managed: {got} vs {want}"
-    );
+    let (ok, detail) = exact_sum::check(read_managed(&gpu, &mout)[0], x.sum);
+    assert!(ok, "managed: {detail}");
+}
+
+/// The negative control of the test above (no GPU needed): on its input and grid (264
+/// blocks of 256 threads: 15 whole grid-stride passes, a partial one, a 37-element tail), the sum in the
+/// kernel's order passes the check, and the same sum without one warp, or without the tail,
+/// fails it.
+#[test]
+fn the_reduce_check_catches_a_missing_warp_or_tail() {
+    let x = sum_input();
+    let threads = stride_cfg().threads() as usize;
+    let sum =
+        |left_out: &dyn Fn(usize) -> bool| exact_sum::grid_stride_sum(&x.values, threads, left_out);
+    assert!(exact_sum::check(sum(&|_| false), x.sum).0);
+    let planted: [(&str, &dyn Fn(usize) -> bool); 2] = [
+        ("warp 100", &|i| (i % threads) / 32 == 100),
+        ("the tail", &|i| i >= N - 37),
+    ];
+    for (what, left_out) in planted {
+        let (ok, detail) = exact_sum::check(sum(left_out), x.sum);
+        assert!(!ok, "{what} left out, yet the check passed: {detail}");
+    }
 }
 
 macro_rules! copy_test {
@@ -266,16 +285,9 @@ fn a_kernel_params_struct_runs_on_the_gpu() {
     }
 }
 
-/// `x` and `y` agree to `ulps` units in the last place of `y`, or of 1 for `|y| < 1` (a
-/// composed function near zero, `log10(exp2(v))`, turns the inner one's relative error into an
-/// absolute one), or are both NaN.
-fn close_ulps(x: f64, y: f64, ulp: f64, ulps: f64) -> bool {
-    (x.is_nan() && y.is_nan()) || (x - y).abs() <= ulps * ulp * y.abs().max(1.0)
-}
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn math_on_the_gpu_is_within_a_few_ulp_of_the_host() {
+fn math_on_the_gpu_is_within_a_few_ulp_of_an_independent_reference() {
     let gpu = gpu();
     let on = test_kernels(&gpu);
     let x: Vec<f32> = input(14, 100_003).iter().map(|v| 4.0 * v).collect();
@@ -289,25 +301,120 @@ fn math_on_the_gpu_is_within_a_few_ulp_of_the_host() {
     ptx_kernels::intr_math::launch(&on, cfg, &dx, &mut o32, &mut o64).unwrap();
     let got32 = read_dev(&gpu, &o32);
     let got64 = gpu.stream().clone_dtoh(&o64).unwrap();
-    let (w32, w64) = ptx_kernels::math_reference(&x);
-    // libdevice's documented bounds are 1-4 ulp per function; a composed result (a sum of
-    // three, a power of an arctangent) may add a few, measured against the host's result.
-    for (k, (g, w)) in got32.iter().zip(&w32).enumerate() {
-        let ulps: f64 = [2.0, 2.0, 2.0, 16.0, 0.0, 0.0, 0.0, 8.0][k % 8];
-        assert!(
-            close_ulps(*g as f64, *w as f64, f32::EPSILON as f64, ulps.max(0.5)),
-            "f32 result {} of x = {}: {g} vs {w}",
-            k % 8,
-            x[k / 8]
-        );
+    let differ = lookahead_tests::math::math_mismatches(&x, &got32, &got64);
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+/// Every accepted parameter kind and `#[prefetch_next]` form, the `level = auto` launchers
+/// and a request queue, launched through the typed launchers on the GPU and checked against
+/// the CPU (`ptx_kernels::kinds`; `tests/tests/emulator.rs` runs the same on the emulator).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_parameter_kind_and_prefetch_form_matches_the_cpu_on_the_gpu() {
+    use lookahead::launch::autotune::{Hint, Variant};
+    use lookahead::ManagedBuffer;
+    use ptx_kernels::*;
+    let gpu = gpu();
+    let on = test_kernels(&gpu);
+    let s = gpu.stream();
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let n = 1000;
+    let x = small_integers(n, 1);
+    let dx = dev(&gpu, &x);
+
+    let mut y = dev(&gpu, &vec![f32::NAN; n]);
+    let c = SCALARS;
+    let cfg = LaunchConfig::for_len(n, 128);
+    let (a, b) = (c.a, c.b);
+    kind_scalars::launch(
+        &on, cfg, a, b, c.c, c.d, c.e, c.f, c.g, c.h, c.i, c.j, c.k, c.l, &dx, &mut y,
+    )
+    .unwrap();
+    let want: Vec<f32> = x.iter().map(|v| v + c.weighted()).collect();
+    assert_eq!(read_dev(&gpu, &y), want, "kind_scalars");
+
+    let a = s.clone_htod(&[7u32]).unwrap();
+    let mut b = s.clone_htod(&[0u32]).unwrap();
+    let cm = ManagedBuffer::from_slice(&gpu, &[-2.5f64]).unwrap();
+    let mut dm = ManagedBuffer::from_slice(&gpu, &[f64::NAN]).unwrap();
+    kind_views::launch(&on, one, &a, &mut b, &cm, &mut dm).unwrap();
+    gpu.synchronize().unwrap();
+    assert_eq!(
+        (s.clone_dtoh(&b).unwrap()[0], dm.to_vec().unwrap()[0]),
+        (7, -2.5)
+    );
+
+    let (mut y, mut out) = (dev(&gpu, &vec![f32::NAN; n]), dev(&gpu, &[3.0]));
+    kind_prefetch_forms::launch(&on, one, &dx, &mut y, &mut out).unwrap();
+    let (want_y, want_out) = prefetch_forms_reference(&x, 3.0);
+    assert_eq!(read_dev(&gpu, &y), want_y, "kind_prefetch_forms: y");
+    assert_eq!(read_dev(&gpu, &out), [want_out], "kind_prefetch_forms: out");
+
+    let nodes: Vec<Node> = (0..n)
+        .map(|i| Node {
+            next: 0,
+            value: x[i],
+        })
+        .collect();
+    let dnodes = s.clone_htod(&nodes).unwrap();
+    let mut io_out = ManagedBuffer::from_slice(&gpu, &vec![f32::NAN; n]).unwrap();
+    let first = Node {
+        next: 0,
+        value: 2.0,
+    };
+    let io = IoArgs {
+        input: &dnodes,
+        output: &mut io_out,
+        scale: 0.5,
+        _pad: 0,
+    };
+    kind_user_types::launch(&on, cfg, &dnodes, first, io).unwrap();
+    gpu.synchronize().unwrap();
+    let want: Vec<f32> = x.iter().map(|v| (2.0 * v + 2.0) * 0.5).collect();
+    assert_eq!(io_out.to_vec().unwrap(), want, "kind_user_types");
+
+    let mut params = dev(&gpu, &[f32::NAN]);
+    kind_names::launch(&on, one, 1, 2, &dev(&gpu, &[0.5]), &mut params, 3, 4).unwrap();
+    assert_eq!(read_dev(&gpu, &params), [10.5], "kind_names");
+
+    // Each launch runs once on its arguments, whichever candidate the tuner takes.
+    let sum: f32 = x.iter().sum();
+    for variant in [
+        None,
+        Some(Variant::new(Hint::Bulk, 3)),
+        Some(Variant::PLAIN),
+    ] {
+        let mut out = dev(&gpu, &[0.0]);
+        match variant {
+            None => kind_auto_sum::launch(&on, cfg, &dx, &mut out),
+            Some(v) => kind_auto_sum::launch_variant(v, &on, cfg, &dx, &mut out),
+        }
+        .unwrap();
+        assert_eq!(read_dev(&gpu, &out), [sum], "kind_auto_sum {variant:?}");
     }
-    for (k, (g, w)) in got64.iter().zip(&w64).enumerate() {
-        let ulps = [2.0, 0.5, 4.0, 2.0][k % 4];
-        assert!(
-            close_ulps(*g, *w, f64::EPSILON, ulps),
-            "f64 result {} of x = {}: {g} vs {w}",
-            k % 4,
-            x[k / 4]
-        );
-    }
+    let _: Option<Variant> = kind_auto_sum::auto_choice(&on);
+    assert_eq!(
+        kind_auto_sum::ENTRIES[3],
+        (Hint::Bulk, "kind_auto_sum__bulk")
+    );
+    assert_eq!(kind_auto_sum::CANDIDATES.len(), 1 + 3 * 2);
+
+    let lists = ManagedBuffer::from_slice(&gpu, &x).unwrap();
+    let offsets: Vec<u32> = vec![0, 100, 100, 640, n as u32];
+    let weights = vec![1.0f32, -2.0, 3.0, 0.5];
+    let mut sums = dev(&gpu, &[f32::NAN; 4]);
+    let queue = lookahead_device::uvm::requests::RequestQueue::disabled();
+    let (doff, dw) = (s.clone_htod(&offsets).unwrap(), dev(&gpu, &weights));
+    kind_queued::launch(&on, one, &lists, &doff, &dw, &mut sums, queue).unwrap();
+    assert_eq!(
+        read_dev(&gpu, &sums),
+        queued_reference(&x, &offsets, &weights),
+        "kind_queued"
+    );
+
+    let idx: Vec<u32> = (0..300).map(|i| (i * 37 % n) as u32).collect();
+    let mut got = dev(&gpu, &vec![f32::NAN; idx.len()]);
+    kind_gather::launch(&on, one, &dx, &s.clone_htod(&idx).unwrap(), &mut got).unwrap();
+    let want: Vec<f32> = idx.iter().map(|&i| x[i as usize]).collect();
+    assert_eq!(read_dev(&gpu, &got), want, "kind_gather");
 }

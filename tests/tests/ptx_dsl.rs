@@ -362,8 +362,8 @@ fn indices_atomics_warp_sync_and_shared_memory() {
         assert_eq!(
             text.matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
                 .count(),
-            5, // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's
-            // and warp_synced_neighbour's
+            6, // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's,
+            // warp_synced_neighbour's and kind_prefetch_forms'
             "sm_{cc}"
         );
         let b = body(cc, "intr_shared");
@@ -372,14 +372,25 @@ fn indices_atomics_warp_sync_and_shared_memory() {
     }
 }
 
+/// Whether a kernel's PTX checks a bound: a trap, or a call of the bounds-check panic.
+fn checks_bounds(body: &str) -> bool {
+    body.contains("panic_bounds_check") || body.contains("trap;")
+}
+
 #[test]
 fn bounds_checks_trap_and_unchecked_access_does_not_check() {
     for cc in ARCHS {
-        let b = body(cc, "intr_bounds");
+        // The negative control of the second half: the same test finds the checked one.
         assert!(
-            b.contains("panic_bounds_check") || b.contains("trap;"),
+            checks_bounds(body(cc, "intr_bounds")),
             "sm_{cc}: x[i + k] is checked"
         );
+        let unchecked = body(cc, "intr_unchecked");
+        assert!(
+            !checks_bounds(unchecked),
+            "sm_{cc}: get_unchecked must not check:\n{unchecked}"
+        );
+        assert!(unchecked.contains("ld.global"), "sm_{cc}: it does load");
         // The panic path ends in the trapping panic handler.
         assert!(module(cc).contains("trap;"), "sm_{cc}");
     }

@@ -5,7 +5,10 @@
 //! Without a GPU (or with `--emulator`) the same launchers run the same kernels on the CPU
 //! emulator, on host memory, and the results are checked the same way.
 //!
-//! `cargo run --release -p lookahead-demo --bin demo [-- --n 16777216] [--emulator]`
+//! `--gpu` demands the GPU: without one the demo fails instead of falling back (what
+//! `scripts/gpu-tests.sh` runs).
+//!
+//! `cargo run --release -p lookahead-demo --bin demo [-- --n 16777216] [--emulator | --gpu]`
 
 use std::process::ExitCode;
 
@@ -15,6 +18,7 @@ use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
 use lookahead::{DriverContext, Error, Gpu, ManagedBuffer};
 use lookahead_bench::args::{at_least, Validate};
+use lookahead_bench::exact_sum::{self, SumInput};
 use rand::{Rng, SeedableRng};
 
 #[derive(Parser, Debug)]
@@ -29,6 +33,9 @@ struct Args {
     /// Run on the CPU emulator even if a GPU is present.
     #[arg(long)]
     emulator: bool,
+    /// Run on GPU 0 or fail: no CUDA GPU is an error, never a fallback to the emulator.
+    #[arg(long, conflicts_with = "emulator")]
+    gpu: bool,
 }
 
 impl Validate for Args {}
@@ -125,6 +132,10 @@ fn main() -> ExitCode {
     } else {
         match Gpu::new(0) {
             Ok(gpu) => Device::Gpu(gpu),
+            Err(e @ (Error::NoDriver | Error::NoDevice { .. })) if args.gpu => {
+                eprintln!("error: --gpu asks for a CUDA GPU, and there is none here: {e}");
+                return ExitCode::FAILURE;
+            }
             Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
                 println!("\nNo CUDA GPU here ({e}).");
                 println!("Running the same kernels on the CPU EMULATOR instead (lookahead::emu):");
@@ -234,26 +245,24 @@ fn check_memory(
         detail: format!("max |err| = {worst:.2e}"),
     });
 
-    // reduction with atomics
+    // reduction with atomics, on inputs whose f32 sum is exact in any order
+    let sum_input = reduction_input(n, rng);
+    let dsum = Buffer::new(dev, memory, &sum_input.values)?;
     let mut out = Buffer::new(dev, memory, &[0.0f32])?;
-    let cfg = LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, demo_kernels::BLOCK_SIZE * 4);
     launch!(
         dev,
         demo_kernels::reduce_sum::launch,
-        cfg,
+        reduction_config(n),
         [],
-        &dx,
+        &dsum,
         &mut out
     )?;
     dev.synchronize()?;
-    let got = out.read(dev)?[0] as f64;
-    let want: f64 = x.iter().map(|&v| v as f64).sum();
-    let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
-    let rel = (got - want).abs() / scale;
+    let (ok, detail) = exact_sum::check(out.read(dev)?[0], sum_input.sum);
     checks.push(Check {
         name: format!("reduce_sum (atomics) on {memory} memory"),
-        ok: rel <= 1e-5,
-        detail: format!("got {got:.4}, want {want:.4}, |err|/sum|x| = {rel:.1e}"),
+        ok,
+        detail,
     });
 
     // prefetching copies: y is poisoned with NaN first, so an unwritten element fails.
@@ -303,6 +312,17 @@ fn check_memory(
     Ok(checks)
 }
 
+/// `reduce_sum`'s input: `n` small non-negative integers whose f32 sum is exact in any order
+/// of additions ([`exact_sum`]), so the kernel's result must equal it bit for bit.
+fn reduction_input(n: usize, rng: &mut rand::rngs::StdRng) -> SumInput {
+    exact_sum::input(n, |k| rng.gen_range(0..k))
+}
+
+/// `reduce_sum`'s launch: a grid-stride loop over `n` on at most 1024 blocks.
+fn reduction_config(n: usize) -> LaunchConfig {
+    LaunchConfig::grid_stride(n, demo_kernels::BLOCK_SIZE, demo_kernels::BLOCK_SIZE * 4)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,6 +340,25 @@ mod tests {
             );
         }
         let ok = try_parse::<Args>(&["--n", "1000", "--emulator"]).unwrap();
-        assert_eq!((ok.n, ok.emulator), (Some(1000), true));
+        assert_eq!((ok.n, ok.emulator, ok.gpu), (Some(1000), true, false));
+        assert!(try_parse::<Args>(&["--gpu", "--emulator"]).is_err());
+    }
+
+    /// On the emulator's default size (1M) and the reduction's grid (1024 blocks of 256
+    /// threads: 4 grid-stride passes), the sum in the kernel's order passes the check and the
+    /// same sum without one block's 256 elements of one pass, or one warp, fails it.
+    #[test]
+    fn the_reduction_check_is_exact_and_catches_a_missing_block() {
+        let n = 1 << 20;
+        let data = reduction_input(n, &mut rand::rngs::StdRng::seed_from_u64(3));
+        let threads = reduction_config(n).threads() as usize;
+        let sum = |left_out: &dyn Fn(usize) -> bool| {
+            exact_sum::grid_stride_sum(&data.values, threads, left_out)
+        };
+        assert!(exact_sum::check(sum(&|_| false), data.sum).0);
+        let (ok, detail) = exact_sum::check(sum(&|i| i / 256 == 3000), data.sum);
+        assert!(!ok, "a missing block of 256 passed: {detail}");
+        let (ok, detail) = exact_sum::check(sum(&|i| (i % threads) / 32 == 11), data.sum);
+        assert!(!ok, "a missing warp passed: {detail}");
     }
 }

@@ -1,19 +1,21 @@
 //! The benchmark's data and batches: a table of rows and an IVF index in host memory, and
 //! batches that pick rows or lists with a skewed (Zipf) popularity.
 
+use host_cache_kernels::reference::grid_value;
 use host_cache_kernels::DIM;
 use rand::rngs::StdRng;
 use rand::Rng;
 use rand_distr::{Distribution, Zipf};
 
-/// Element `i` of the data: a float in [-1, 1) from a hash of `i` (cheap to make in
-/// parallel, no two rows alike).
+/// Element `i` of the data: a float on the grid of [`grid_value`] (a multiple of 1/16 in
+/// [-1, 1)) from a hash of `i`: cheap to make in parallel, no two rows alike, and list scans
+/// over it are exact, so the CPU reference gives the kernels' results bit for bit.
 pub fn value(i: usize) -> f32 {
     let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     x ^= x >> 31;
     x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x ^= x >> 29;
-    (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    grid_value(x >> 40)
 }
 
 /// Fills `chunk` with [`value`]s from element `first` on.
@@ -119,9 +121,7 @@ pub fn scan_batches(
                 pair_query.extend(std::iter::repeat_n(q as u32, nprobe));
                 pair_list.extend(probed);
             }
-            let queries = (0..queries * DIM)
-                .map(|_| rng.gen_range(-1.0f32..1.0))
-                .collect();
+            let queries = (0..queries * DIM).map(|_| grid_value(rng.gen())).collect();
             ScanBatch {
                 queries,
                 pair_list,
@@ -164,8 +164,10 @@ mod tests {
             l.dedup();
             assert_eq!(l.len(), 4);
         }
-        assert!(
-            (value(7) - value(7)).abs() == 0.0 && value(1) != value(2) && value(3).abs() <= 1.0
-        );
+        let row = |r: usize| (r * 1024..(r + 1) * 1024).map(value).collect::<Vec<f32>>();
+        assert_ne!(row(0), row(1), "rows differ");
+        assert!(row(2)
+            .iter()
+            .all(|v| (-1.0..1.0).contains(v) && (v * 16.0).fract() == 0.0));
     }
 }

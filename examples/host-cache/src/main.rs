@@ -8,9 +8,11 @@
 //!
 //! Each runs its batches one after another from a cold start in every mode: the cache,
 //! zero-copy reads of the mapped host memory, host-driven copies of exactly what a batch
-//! needs (row gather), and, where the data fits in GPU memory, a device copy (the reference:
-//! every batch's output must equal it) and Unified Memory (faults; the batch's ranges
-//! prefetched). The pinned copy rate is measured in the same run.
+//! needs (row gather), and, where the data fits in GPU memory, a device copy and Unified
+//! Memory (faults; the batch's ranges prefetched). Every batch's output in every mode must
+//! equal the CPU reference's, computed from the host data (the data and queries lie on a
+//! grid on which the scans' sums are exact). The pinned copy rate is measured in the same
+//! run.
 //!
 //! `cargo run --release -p host-cache -- --gib 8 --out results`
 
@@ -242,8 +244,8 @@ impl Measured {
     }
 }
 
-/// The modes that can run, the reference first (device memory where the data fits, else the
-/// cache); the cache with `#[prefetch_next(cache = ..)]` for the list scan only.
+/// The modes that can run (device and Unified Memory where the data fits twice); the cache
+/// with `#[prefetch_next(cache = ..)]` for the list scan only.
 fn modes(places: &Places, rows: bool) -> Vec<Mode> {
     let all = [
         Mode::Resident,
@@ -264,11 +266,12 @@ fn modes(places: &Places, rows: bool) -> Vec<Mode> {
 }
 
 /// Runs every mode with `page`-byte cache pages, then the cache at the `sweep` page sizes,
-/// checking every batch against the first mode's outputs.
+/// checking every batch's output against its digest in `reference` (the CPU's).
 fn measure(
     p: &mut Places,
     args: &Args,
     (name, page, sweep, host_copy): (&str, usize, &[usize], bool),
+    reference: &[u64],
     mut step: impl FnMut(&mut Places, Mode, usize) -> Res<(f64, u64)>,
 ) -> Res<Measured> {
     p.cache.reshape(cache_config(args, page))?;
@@ -276,7 +279,6 @@ fn measure(
     println!(
         "{name}: pages of {page} bytes copied from random places at {random_page_gbps:.1} GB/s"
     );
-    let mut reference: Vec<u64> = Vec::new();
     let say = |what: &str, r: &ModeRun| {
         let last = r.ms[r.ms.len() - 1];
         println!(
@@ -286,14 +288,14 @@ fn measure(
     };
     let mut runs = Vec::new();
     for mode in modes(p, host_copy) {
-        let run = run_mode(p, mode, args.batches, &mut reference, &mut step)?;
+        let run = run_mode(p, mode, reference, &mut step)?;
         say(mode.name(), &run);
         runs.push(run);
     }
     let mut swept = Vec::new();
     for &bytes in sweep.iter().filter(|b| **b != 0 && **b != page) {
         p.cache.reshape(cache_config(args, bytes))?;
-        let run = run_mode(p, Mode::Cache, args.batches, &mut reference, &mut step)?;
+        let run = run_mode(p, Mode::Cache, reference, &mut step)?;
         say(&format!("cache with {bytes}-byte pages"), &run);
         swept.push((bytes, run));
     }
@@ -301,7 +303,7 @@ fn measure(
     for &eviction in args.eviction_sweep.iter().filter(|e| **e != args.eviction) {
         p.cache
             .reshape(cache_config(args, page).evicting(eviction))?;
-        let run = run_mode(p, Mode::Cache, args.batches, &mut reference, &mut step)?;
+        let run = run_mode(p, Mode::Cache, reference, &mut step)?;
         say(&format!("cache evicting by {eviction}"), &run);
         by_eviction.push((eviction, run));
     }
@@ -332,10 +334,12 @@ fn rows_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured>
     let sweep: Vec<usize> = (args.sweep.iter().copied())
         .filter(|b| (row_bytes..=65536).contains(b))
         .collect();
+    let reference = modes::rows_reference(p.cache.data(), &rows.host_batches, args.row_floats);
     measure(
         p,
         args,
         ("row gather", args.row_page(), &sweep, true),
+        &reference,
         |p, m, b| {
             let ms = modes::rows_batch(p, &mut rows, m, b)?;
             Ok((ms, modes::digest(p, &rows.out, |v| v.to_bits())?))
@@ -372,10 +376,12 @@ fn scans_workload(p: &mut Places, args: &Args, rng: &mut StdRng) -> Res<Measured
         staged: s.alloc_zeros::<f32>(most)?,
     };
     let sweep: Vec<usize> = args.sweep.iter().copied().filter(|b| *b >= 16384).collect();
+    let reference = modes::scans_reference(p.cache.data(), &scans.host_off, &scans.host_batches);
     measure(
         p,
         args,
         ("IVF list scan", args.scan_page_kib << 10, &sweep, false),
+        &reference,
         |p, m, b| {
             let ms = modes::scans_batch(p, &mut scans, m, b)?;
             Ok((ms, modes::digest(p, &scans.best, |v| *v)?))

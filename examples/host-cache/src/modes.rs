@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaStream, PinnedHostSlice};
+use host_cache_kernels::reference;
 use host_cache_kernels::{
     copy_pages, gather_rows, gather_rows_device, gather_rows_zero_copy, scan_lists,
     scan_lists_device, scan_lists_prefetched, scan_lists_zero_copy, BLOCK, DIM,
@@ -24,7 +25,7 @@ use crate::Res;
 /// A way of reaching the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// A copy of the data in device memory (the reference and the lower bound).
+    /// A copy of the data in device memory (the lower bound).
     Resident,
     /// Through the GPU-driven cache.
     Cache,
@@ -72,7 +73,7 @@ pub struct ModeRun {
     /// Batch 1 from a cold start, [`COLD_STARTS`] times (the last is the sequence's own):
     /// milliseconds and the cache's counters.
     pub cold: Vec<(f64, CacheStats)>,
-    /// Whether every batch's output equalled the all-resident one's.
+    /// Whether every batch's output equalled the CPU reference's.
     pub identical: bool,
 }
 
@@ -157,12 +158,11 @@ impl Places {
 
 /// Every batch of one mode from a cold start; `step(places, mode, b)` runs batch `b` and
 /// returns its milliseconds and a digest of its output, which must equal `reference[b]`
-/// (recorded by the first mode run, the reference).
+/// (the CPU reference's digest, one per batch).
 pub fn run_mode(
     places: &mut Places,
     mode: Mode,
-    batches: usize,
-    reference: &mut Vec<u64>,
+    reference: &[u64],
     mut step: impl FnMut(&mut Places, Mode, usize) -> Res<(f64, u64)>,
 ) -> Res<ModeRun> {
     // Once untimed (the module's first launch, allocations).
@@ -186,7 +186,7 @@ pub fn run_mode(
     }
     places.make_cold(mode)?;
     let mut before = places.cache.stats()?;
-    for b in 0..batches {
+    for (b, want) in reference.iter().enumerate() {
         let (ms, digest) = step(places, mode, b)?;
         run.ms.push(ms);
         if mode.uses_cache() {
@@ -194,10 +194,7 @@ pub fn run_mode(
             run.stats.push(now.since(&before));
             before = now;
         }
-        if reference.len() == b {
-            reference.push(digest);
-        }
-        run.identical &= reference[b] == digest;
+        run.identical &= *want == digest;
     }
     run.cold
         .push((run.ms[0], run.stats.first().copied().unwrap_or_default()));
@@ -224,8 +221,58 @@ pub fn digest<T: cudarc::driver::DeviceRepr + Default + Clone>(
 ) -> Res<u64> {
     p.gpu.synchronize()?;
     let host = p.gpu.stream().clone_dtoh(buf)?;
-    let bytes: Vec<u8> = host.iter().flat_map(|v| bits(v).to_le_bytes()).collect();
-    Ok(lookahead::launch::decisions::fnv64(&bytes))
+    Ok(digest_words(host.iter().map(bits)))
+}
+
+/// FNV-1a of 32-bit words (their little-endian bytes): what [`digest`] computes of a
+/// buffer, for outputs made on the host.
+pub fn digest_words(words: impl Iterator<Item = u32>) -> u64 {
+    let bytes: Vec<u8> = words.flat_map(u32::to_le_bytes).collect();
+    lookahead::launch::decisions::fnv64(&bytes)
+}
+
+/// The digest of each row-gather batch's output as the CPU computes it from the host data
+/// ([`reference::rows`]), the host's cores taking batches in turn.
+pub fn rows_reference(data: &[f32], batches: &[Vec<u32>], row_len: usize) -> Vec<u64> {
+    per_batch(batches.len(), |b| {
+        digest_words(
+            reference::rows(data, &batches[b], row_len)
+                .iter()
+                .map(|v| v.to_bits()),
+        )
+    })
+}
+
+/// The digest of each list-scan batch's minima as the CPU computes them from the host data
+/// ([`reference::scans`]; exact, the data and queries being on its grid).
+pub fn scans_reference(data: &[f32], host_off: &[u32], batches: &[ScanBatch]) -> Vec<u64> {
+    per_batch(batches.len(), |b| {
+        let s = &batches[b];
+        let pairs = (&s.pair_list[..], &s.pair_query[..]);
+        let best = reference::scans(data, DIM, host_off, &s.queries, pairs);
+        digest_words(best.iter().map(|v| v.to_bits()))
+    })
+}
+
+/// `f(b)` for every batch `b < n`, on up to 8 of the host's cores (each batch's output is
+/// held whole while it is digested).
+fn per_batch(n: usize, f: impl Fn(usize) -> u64 + Sync) -> Vec<u64> {
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |t| t.get())
+        .min(8);
+    let mut out = vec![0u64; n];
+    std::thread::scope(|s| {
+        for (k, part) in out.chunks_mut(n.div_ceil(threads).max(1)).enumerate() {
+            let f = &f;
+            let first = k * n.div_ceil(threads).max(1);
+            s.spawn(move || {
+                for (i, d) in part.iter_mut().enumerate() {
+                    *d = f(first + i);
+                }
+            });
+        }
+    });
+    out
 }
 
 /// The row gather's inputs and output on the device.
@@ -475,6 +522,51 @@ pub fn random_page_gbps(p: &Places, seed: u64) -> Res<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::{self, Popularity};
+    use host_cache_kernels::gather_rows;
+    use lookahead::emu::Emulator;
+    use lookahead::launch::HostMemory;
+    use lookahead_cache::CacheConfig;
+
+    /// The benchmark's check with the real kernels on the emulator, over the benchmark's own
+    /// data (`data::value`) and batches: the CPU reference's digests are the kernels' output,
+    /// and a scan whose list offsets are off by one, or a gather of the next rows, gives
+    /// another digest, which fails the run.
+    #[test]
+    fn the_cpu_reference_is_the_kernels_output_and_an_off_by_one_is_not() {
+        let vectors = 96;
+        let table: Vec<f32> = (0..vectors * DIM).map(data::value).collect();
+        let cache =
+            HostCache::<f32, HostMemory>::on_emulator(&table, CacheConfig::new(4096, 3)).unwrap();
+        let emu = Emulator::new().workers(2);
+        let mut rng = StdRng::seed_from_u64(8);
+        let off = data::list_offsets(&mut rng, vectors, 12);
+        let batch = data::scan_batches(&Popularity::new(12, 1.1), &mut rng, 1, 3, 4).remove(0);
+        let want = scans_reference(&table, &off, std::slice::from_ref(&batch))[0];
+        let scan = |off: &Vec<u32>| {
+            let mut best = vec![u32::MAX; batch.pair_list.len()];
+            let cfg = LaunchConfig::new((4, 1, 1), (64, 1, 1));
+            let (q, pl, pq) = (&batch.queries, &batch.pair_list, &batch.pair_query);
+            scan_lists::launch(&emu, cfg, cache.view(), off, q, pl, pq, &mut best).unwrap();
+            digest_words(best.into_iter())
+        };
+        assert_eq!(scan(&off), want, "the kernel's minima are the CPU's");
+        let end = off[off.len() - 1];
+        let late: Vec<u32> = off.iter().map(|&o| (o + 1).min(end)).collect();
+        assert_ne!(scan(&late), want, "offsets off by one pass the check");
+
+        let rows = data::row_batches(&Popularity::new(vectors, 1.1), &mut rng, 1, 50);
+        let want = rows_reference(&table, &rows, DIM)[0];
+        let gather = |rows: &Vec<u32>| {
+            let mut out = vec![f32::NAN; rows.len() * DIM];
+            let cfg = LaunchConfig::new((2, 1, 1), (64, 1, 1));
+            gather_rows::launch(&emu, cfg, cache.view(), rows, DIM as u32, &mut out).unwrap();
+            digest_words(out.iter().map(|v| v.to_bits()))
+        };
+        assert_eq!(gather(&rows[0]), want, "the kernel's rows are the CPU's");
+        let next: Vec<u32> = rows[0].iter().map(|&r| (r + 1) % vectors as u32).collect();
+        assert_ne!(gather(&next), want, "rows off by one pass the check");
+    }
 
     #[test]
     fn a_batch_stages_each_list_once_in_first_probe_order() {

@@ -104,7 +104,7 @@ fn targets(meta: &Meta, page: usize, m: &crate::Measured) -> String {
         );
     }
     t += &format!(
-        "- every batch's output equal to the reference's: {}\n",
+        "- every batch's output equal to the CPU reference's (computed from the host data): {}\n",
         if runs.iter().all(|r| r.identical) {
             "yes, in every mode"
         } else {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lookahead::emu::{Emulator, Instruction};
-use lookahead_ivf::cpu;
 use lookahead_ivf::data::{Clusters, Vectors};
 use lookahead_ivf::emulated::{self, EmulatedParams, EmulatedSearch};
 use lookahead_ivf::index::IvfLayout;
+use lookahead_ivf::{check, cpu};
 use lookahead_uvm::RingQueue;
 use lookahead_uvm::{PrefetchService, RequestRing, ServiceConfig};
 
@@ -21,12 +21,13 @@ struct Fixture {
 }
 
 fn fixture(seed: u64, dim: usize) -> Fixture {
-    fixture_of(seed, dim, 3000)
+    fixture_of(seed, dim, 3000, false)
 }
 
 /// `points` points in 24 clusters; 4000 at dim 128 average 167 rows (85 KB) a list, so
-/// some probed list spans several 64 KiB copy chunks whatever the seed.
-fn fixture_of(seed: u64, dim: usize, points: usize) -> Fixture {
+/// some probed list spans several 64 KiB copy chunks whatever the seed. With `on_grid`,
+/// the points, centroids and queries are snapped to `lookahead_ivf::check`'s grid.
+fn fixture_of(seed: u64, dim: usize, points: usize, on_grid: bool) -> Fixture {
     println!("seed {seed}");
     let spec = Clusters {
         dim,
@@ -35,13 +36,17 @@ fn fixture_of(seed: u64, dim: usize, points: usize) -> Fixture {
         sigma: 1.0,
         seed,
     };
-    let data = spec.points(points, 0, None);
-    let centroids = cpu::kmeans(&spec.points(1000, 1, None), 24, 8, seed);
+    let grid = |v: Vectors| if on_grid { check::snap(v) } else { v };
+    let data = grid(spec.points(points, 0, None));
+    let mut centroids = cpu::kmeans(&spec.points(1000, 1, None), 24, 8, seed);
+    if on_grid {
+        check::snap_values(&mut centroids);
+    }
     let layout =
         IvfLayout::from_assignment(dim, centroids.clone(), &cpu::assign(&centroids, &data));
     let mut lists = vec![0.0; data.data.len()];
     layout.scatter(&data, &mut lists);
-    let queries = spec.points(40, 2, None);
+    let queries = grid(spec.points(40, 2, None));
     Fixture {
         layout,
         lists,
@@ -129,6 +134,48 @@ fn emulated_ivf_search_matches_the_cpu_reference() {
                 .all(|r| r.instruction == Instruction::L2 && r.address >= lo && r.address < hi));
         } else {
             assert!(trace.is_empty(), "no hints, no prefetches");
+        }
+    }
+}
+
+/// On grid data nothing rounds (`lookahead_ivf::check`): the kernels the GPU runs, here on
+/// the emulator, must return the CPU reference's distances and ids exactly, as the GPU tests
+/// require, with every launch shape, the small batches' plan and the GPU-driven pull.
+#[test]
+fn on_grid_data_the_search_is_the_cpu_reference_exactly() {
+    let seed = fresh_seed();
+    let emu = Emulator::new();
+    // Dimension 16: a multiple of 4, so the scan takes the quad loads it takes at the GPU
+    // tests' dimension 64.
+    for (dim, points) in [(16, 3000)] {
+        let f = fixture_of(seed, dim, points, true);
+        let k = ivf_kernels::K;
+        let want: Vec<_> = (0..f.queries.len())
+            .map(|q| cpu::search(&f.layout, &f.lists, f.queries.row(q), 4, k))
+            .collect();
+        let shapes = [
+            EmulatedParams::default(),
+            EmulatedParams {
+                chunk_rows: 7,
+                scan_blocks: 3,
+                merge_sms: 1000,
+                ..EmulatedParams::default()
+            },
+            EmulatedParams {
+                pair_plan: true,
+                merge_sms: 1000,
+                ..EmulatedParams::default()
+            },
+            EmulatedParams {
+                pull: true,
+                copy_every: 2,
+                ..EmulatedParams::default()
+            },
+        ];
+        for params in shapes {
+            let got = without_queue(&emu, &f, params);
+            let differ = check::top_k_mismatches(&got.dist, &got.ids, &want, k);
+            assert!(differ.is_empty(), "dim {dim}, {params:?}: {differ:?}");
         }
     }
 }
@@ -275,7 +322,7 @@ fn a_ring_too_small_for_the_plan_falls_back_without_changing_results() {
 fn pulled_lists_give_the_same_answer() {
     let seed = fresh_seed();
     for (dim, points) in [(21, 3000), (128, 4000)] {
-        let f = fixture_of(seed, dim, points);
+        let f = fixture_of(seed, dim, points, false);
         let emu = Emulator::new();
         let base = without_queue(&emu, &f, EmulatedParams::default());
         check_against_cpu(&f, &base, 4, &format!("dim {dim}"));

@@ -6,9 +6,10 @@
 //! average; random starting counts for the histogram, which adds to its bins).
 //!
 //! Without a GPU (or with `--emulator`) the same launchers run the same kernels on the CPU
-//! emulator, on host memory, checked the same way. Exits non-zero on any mismatch or error.
+//! emulator, on host memory, checked the same way; `--gpu` demands the GPU instead (no GPU
+//! is an error). Exits non-zero on any mismatch or error.
 //!
-//! `cargo run --release -p lookahead-newcomer [-- --n 4194307] [--seed 7] [--emulator]`
+//! `cargo run --release -p lookahead-newcomer [-- --n 4194307] [--seed 7] [--emulator | --gpu]`
 
 use std::error::Error as StdError;
 use std::process::ExitCode;
@@ -40,6 +41,9 @@ struct Args {
     /// Run on the CPU emulator even if a GPU is present.
     #[arg(long)]
     emulator: bool,
+    /// Run on GPU 0 or fail: no CUDA GPU is an error, never a fallback to the emulator.
+    #[arg(long, conflicts_with = "emulator")]
+    gpu: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -230,6 +234,11 @@ fn run() -> Result<bool> {
     } else {
         match Gpu::new(0) {
             Ok(gpu) => Some(gpu),
+            Err(e @ (Error::NoDriver | Error::NoDevice { .. })) if args.gpu => {
+                return Err(
+                    format!("--gpu asks for a CUDA GPU, and there is none here: {e}").into(),
+                );
+            }
             Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
                 println!("No CUDA GPU here ({e}): running the same kernels on the CPU EMULATOR");
                 println!("(lookahead::emu); nothing below ran on a GPU.");
@@ -297,6 +306,7 @@ mod tests {
             assert!(e.contains(&format!("'{} <", bad[0])), "{e}");
         }
         let ok = Args::try_parse_from(["lookahead-newcomer", "--n", "7", "--emulator"]).unwrap();
-        assert_eq!((ok.n, ok.emulator), (Some(7), true));
+        assert_eq!((ok.n, ok.emulator, ok.gpu), (Some(7), true, false));
+        assert!(Args::try_parse_from(["lookahead-newcomer", "--gpu", "--emulator"]).is_err());
     }
 }

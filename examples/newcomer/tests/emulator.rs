@@ -1,5 +1,5 @@
 //! Runs the newcomer program on the CPU emulator (no GPU needed): both kernels, checked
-//! against the CPU reference on random inputs, must pass.
+//! against the CPU reference on random inputs, must pass; `--gpu` must not fall back to it.
 
 use std::process::Command;
 
@@ -24,6 +24,23 @@ fn passes_on_the_emulator() {
         assert!(text.contains("device: CPU emulator"), "{text}");
         assert_eq!(text.matches("PASS").count(), 3, "{text}");
         assert!(text.contains("all checks passed"), "{text}");
+    }
+}
+
+/// `--gpu` runs on a GPU or fails, never on the emulator: without a GPU (CI) it must fail
+/// and say why; with one it must pass there.
+#[test]
+fn gpu_flag_never_falls_back_to_the_emulator() {
+    let (ok, text) = run(&["--gpu", "--n", "30001", "--seed", "1"]);
+    assert!(!text.contains("EMULATOR"), "{text}");
+    if lookahead::Gpu::new(0).is_ok() {
+        assert!(ok && text.contains("device: GPU 0"), "{text}");
+    } else {
+        assert!(!ok, "no GPU, yet --gpu passed:\n{text}");
+        assert!(
+            text.contains("error: --gpu asks for a CUDA GPU, and there is none here"),
+            "{text}"
+        );
     }
 }
 

@@ -16,6 +16,7 @@ use cudarc::driver::{
     PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
+use lookahead_bench::exact_sum::{self, SumInput};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rust_cuda_kernels::{GemmDims, API_WORDS, GEMM_TILE, TRANSPOSE_TILE};
 
@@ -134,27 +135,39 @@ fn check_transpose(gpu: &Gpu, rng: &mut StdRng) -> Result<f64> {
     Ok(worst_error(&gpu.download(&dout)?, &cpu))
 }
 
+/// `reduce_sum`'s launch: 264 blocks of 256 threads, a grid-stride loop over its input.
+const REDUCE_BLOCKS: u32 = 264;
+const REDUCE_THREADS: u32 = 256;
+/// Not a multiple of the grid: the last pass is partial, and the last 37 elements a tail.
+const REDUCE_LEN: usize = 4_000_037;
+
+/// `reduce_sum`'s input: integers whose f32 sum is exact in any order of additions
+/// ([`exact_sum`]), so the kernel's result must equal the reference bit for bit.
+fn reduce_input(rng: &mut StdRng) -> SumInput {
+    exact_sum::input(REDUCE_LEN, |k| rng.gen_range(0..k))
+}
+
 fn check_reduce(gpu: &Gpu, rng: &mut StdRng) -> Result<f64> {
-    let n: usize = 4_000_037;
-    let input: Vec<f32> = (0..n).map(|_| rng.gen_range(0.0f32..1.0)).collect();
-    let din = gpu.upload(&input)?;
+    let n = REDUCE_LEN;
+    let data = reduce_input(rng);
+    let din = gpu.upload(&data.values)?;
     let mut dout = gpu.upload(&[0.0f32])?;
     let f = gpu.function("reduce_sum")?;
-    let threads = 256u32;
     let cfg = LaunchConfig {
-        grid_dim: (264, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: threads / 32 * 4,
+        grid_dim: (REDUCE_BLOCKS, 1, 1),
+        block_dim: (REDUCE_THREADS, 1, 1),
+        shared_mem_bytes: REDUCE_THREADS / 32 * 4,
     };
     let mut launch = gpu.stream.launch_builder(&f);
     launch.arg(&din).arg(&n).arg(&mut dout);
     // SAFETY: matches `reduce_sum(input: &[f32], out: *mut f32)`, with one float of dynamic
     // shared memory per warp.
     unsafe { launch.launch(cfg) }?;
-    let cpu: f64 = input.iter().map(|&x| x as f64).sum();
-    let got = gpu.download(&dout)?[0] as f64;
-    // f32 partial sums in a different order: relative error about n * 2^-24 at worst.
-    Ok(((got - cpu) / cpu).abs())
+    let (ok, detail) = exact_sum::check(gpu.download(&dout)?[0], data.sum);
+    if !ok {
+        eprintln!("reduce_sum: {detail}");
+    }
+    Ok(if ok { 0.0 } else { f64::INFINITY })
 }
 
 fn check_gemm(gpu: &Gpu, rng: &mut StdRng) -> Result<f64> {
@@ -284,7 +297,7 @@ fn main() -> Result<()> {
     let checks: [(&str, Check, f64); 6] = [
         ("vecadd", check_vecadd, 0.0),
         ("transpose", check_transpose, 0.0),
-        ("reduce_sum", check_reduce, 1e-4),
+        ("reduce_sum", check_reduce, 0.0),
         ("gemm_tile", check_gemm, 1e-5),
         ("heap_sum", |gpu, _| check_heap(gpu), 0.0),
         ("api_check", |gpu, _| check_api(gpu), 0.0),
@@ -304,4 +317,26 @@ fn main() -> Result<()> {
     }
     println!("all {} kernels agree with the CPU reference", checks.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The negative control of `check_reduce` (no GPU needed): on its input and grid, the
+    /// sum in a grid-stride kernel's order passes the check, and the same sum without one
+    /// block, or without the 37-element tail, fails it.
+    #[test]
+    fn the_reduce_check_catches_a_missing_block_or_tail() {
+        let data = reduce_input(&mut StdRng::seed_from_u64(9));
+        let threads = (REDUCE_BLOCKS * REDUCE_THREADS) as usize;
+        let sum = |left_out: &dyn Fn(usize) -> bool| {
+            exact_sum::grid_stride_sum(&data.values, threads, left_out)
+        };
+        assert!(exact_sum::check(sum(&|_| false), data.sum).0);
+        let (ok, detail) = exact_sum::check(sum(&|i| (i % threads) / 256 == 200), data.sum);
+        assert!(!ok, "a missing block passed: {detail}");
+        let (ok, detail) = exact_sum::check(sum(&|i| i >= REDUCE_LEN - 37), data.sum);
+        assert!(!ok, "a missing tail passed: {detail}");
+    }
 }

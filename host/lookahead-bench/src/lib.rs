@@ -13,6 +13,8 @@
 //! - [`progress`]: the progress bar.
 //! - [`output`]: the results folder, checked for writing before a run starts.
 //! - [`args`]: `clap` parsing and value parsers whose errors name the accepted range.
+//! - [`exact_sum`]: reduction inputs whose f32 sum is exact in any order, and the exact
+//!   check of a kernel's sum.
 //!
 //! A benchmark's `main` ends with [`exit_code`], which tells a machine without a GPU apart
 //! from a failure.
@@ -35,6 +37,7 @@ use std::process::ExitCode;
 
 pub mod args;
 pub mod error;
+pub mod exact_sum;
 pub mod header;
 pub mod output;
 pub mod plot;

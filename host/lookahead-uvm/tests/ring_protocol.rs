@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lookahead::launch::HostMemory;
 use lookahead_device::uvm::requests::{Readiness, RequestQueue, Requested, FALLBACK_BIT};
-use lookahead_uvm::{PrefetchService, RequestRing, ServiceConfig};
+use lookahead_uvm::{PrefetchService, Request, RequestRing, RingQueue, ServiceConfig};
 
 fn config(threads: usize) -> ServiceConfig {
     ServiceConfig {
@@ -69,42 +69,149 @@ fn one_producer_wraps_around_a_small_ring_without_loss() {
     assert_eq!(arrived + fell_back, 1000, "no request lost: {values:?}");
 }
 
-#[test]
-fn many_producers_lose_nothing_and_order_each_slot() {
-    let ring = Arc::new(RequestRing::in_host_memory(16, 8 * 500));
-    let service = PrefetchService::start_on_host(ring.clone(), config(2), Duration::ZERO).unwrap();
-    let q = ring.queue(Duration::from_millis(500));
-    let queued: u64 = std::thread::scope(|scope| {
-        let producers: Vec<_> = (0..8u32)
+/// Producers and requests of [`many_producers`]; each producer has one request in flight
+/// at a time, so at most this many of the ring's 16 slots are ever taken.
+const PRODUCERS: u32 = 8;
+const PER_PRODUCER: u32 = 500;
+
+/// What the host consumer saw and the producers were told.
+struct Served {
+    /// Requests the producers were told were queued.
+    queued: u64,
+    /// Every request the consumer took from the ring, in the order it took them.
+    drained: Vec<Request>,
+}
+
+/// 8 producers (host threads running the kernels' code) each request 500 ranges on `q`,
+/// waiting for each before the next, as a kernel does; a consumer thread drains `ring` (when
+/// there is one), records each request in order and marks its flag arrived.
+fn many_producers(ring: Option<&RequestRing<HostMemory>>, q: &RequestQueue) -> Served {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let consumer = scope.spawn(|| {
+            let mut drained = Vec::new();
+            let Some(ring) = ring else {
+                return drained;
+            };
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                let batch = ring.drain(64);
+                for r in &batch {
+                    q.mark_arrived(r.flag);
+                }
+                drained.extend(batch);
+                if finished {
+                    return drained;
+                }
+                std::thread::yield_now();
+            }
+        });
+        let producers: Vec<_> = (0..PRODUCERS)
             .map(|t| {
                 scope.spawn(move || {
                     let mut queued = 0u64;
-                    for i in 0..500u32 {
-                        let flag = t * 500 + i;
+                    for i in 0..PER_PRODUCER {
+                        let flag = t * PER_PRODUCER + i;
                         if q.request(flag, (flag as usize * 64) as *const u8, 64)
                             == Requested::Queued
                         {
                             queued += 1;
                         }
-                        // Like a kernel: wait for what it asked for, bounded.
-                        let _ = q.wait_ready(flag);
+                        let _ = q.wait_ready(flag); // bounded
                     }
                     queued
                 })
             })
             .collect();
-        producers.into_iter().map(|p| p.join().unwrap()).sum()
-    });
-    let values = settle(&ring, 0..4000, q.generation());
-    let report = service.stop();
-    assert_eq!(report.requests, queued);
-    assert!(values
-        .iter()
-        .all(|&v| v == q.generation() || v == q.generation() | FALLBACK_BIT));
-    assert_eq!(
-        values.iter().filter(|&&v| v == q.generation()).count() as u64,
-        queued
+        let queued = producers.into_iter().map(|p| p.join().unwrap()).sum();
+        done.store(true, std::sync::atomic::Ordering::Release);
+        Served {
+            queued,
+            drained: consumer.join().unwrap(),
+        }
+    })
+}
+
+/// The ring's promises for [`many_producers`]: every request queued (no producer ever finds
+/// the ring full: at most 8 of its 16 slots are taken at once), each reaching the host once,
+/// intact (its own address and length, the queue's generation), and each producer's requests
+/// in the order it made them.
+fn check_served(served: &Served, generation: u32) -> Result<(), String> {
+    let total = (PRODUCERS * PER_PRODUCER) as u64;
+    if served.queued != total {
+        return Err(format!(
+            "{} of {total} requests queued: the rest fell back",
+            served.queued
+        ));
+    }
+    if served.drained.len() as u64 != total {
+        return Err(format!(
+            "the host took {} requests, {total} were queued",
+            served.drained.len()
+        ));
+    }
+    let mut next = vec![0u32; PRODUCERS as usize];
+    for r in &served.drained {
+        let intact = r.ptr == r.flag as u64 * 64 && r.bytes == 64 && r.generation == generation;
+        if !intact || r.flag >= PRODUCERS * PER_PRODUCER {
+            return Err(format!("a torn or foreign request: {r:?}"));
+        }
+        let (t, i) = ((r.flag / PER_PRODUCER) as usize, r.flag % PER_PRODUCER);
+        if i != next[t] {
+            return Err(format!(
+                "producer {t}'s request {i} reached the host where {} was due",
+                next[t]
+            ));
+        }
+        next[t] += 1;
+    }
+    Ok(())
+}
+
+#[test]
+fn many_producers_lose_nothing_and_order_each_slot() {
+    let ring = RequestRing::in_host_memory(16, PRODUCERS * PER_PRODUCER);
+    let q = ring.queue(Duration::from_millis(500));
+    let served = many_producers(Some(&ring), &q);
+    check_served(&served, q.generation()).unwrap();
+    let values = settle(&ring, 0..PRODUCERS * PER_PRODUCER, q.generation());
+    assert!(
+        values.iter().all(|&v| v == q.generation()),
+        "every flag arrived"
     );
+}
+
+/// The negative controls of [`check_served`]: a ring that sends every request to the fallback
+/// (a disabled queue) fails it, and so do a drained log with two of one producer's requests
+/// swapped, and one with a request taken twice.
+#[test]
+fn the_ring_check_fails_a_ring_that_falls_back_reorders_or_repeats() {
+    let all_fall_back = many_producers(None, &RingQueue::<HostMemory>::disabled());
+    let e = check_served(&all_fall_back, 0).unwrap_err();
+    assert!(e.starts_with("0 of 4000 requests queued"), "{e}");
+
+    let ring = RequestRing::in_host_memory(16, PRODUCERS * PER_PRODUCER);
+    let q = ring.queue(Duration::from_millis(500));
+    let served = many_producers(Some(&ring), &q);
+    check_served(&served, q.generation()).unwrap();
+    let mut swapped = Served {
+        queued: served.queued,
+        drained: served.drained.clone(),
+    };
+    let first = swapped.drained[0].flag / PER_PRODUCER;
+    let later = (1..swapped.drained.len())
+        .find(|&k| swapped.drained[k].flag / PER_PRODUCER == first)
+        .unwrap();
+    swapped.drained.swap(0, later);
+    let e = check_served(&swapped, q.generation()).unwrap_err();
+    assert!(e.contains("reached the host where"), "{e}");
+
+    let mut repeated = Served {
+        queued: served.queued,
+        drained: served.drained.clone(),
+    };
+    repeated.drained[1] = repeated.drained[0];
+    assert!(check_served(&repeated, q.generation()).is_err());
 }
 
 #[test]

@@ -166,17 +166,34 @@ pub fn driver_present() -> bool {
 mod tests {
     use super::*;
 
-    /// This crate's CPU-only test machines have no NVIDIA driver: opening a GPU must fail
-    /// cleanly with `NoDriver` there (and with nothing else on a machine that has one).
+    /// Opening a GPU that cannot be opened is a clean, typed error on any machine: without a
+    /// driver (the CPU-only CI machines) `NoDriver`, which says so; with one, a device past
+    /// the last is `NoDevice` naming the ordinal and the count.
     #[test]
-    fn no_driver_path_returns_no_driver() {
-        if driver_present() {
-            eprintln!("driver present: skipping the no-driver assertion");
+    fn opening_what_is_not_there_is_a_typed_error() {
+        if !driver_present() {
+            assert!(matches!(Gpu::new(0), Err(Error::NoDriver)));
+            assert!(matches!(Gpu::count(), Err(Error::NoDriver)));
+            let msg = Gpu::new(0).unwrap_err().to_string();
+            assert!(msg.contains("no CUDA driver"), "{msg}");
             return;
         }
-        assert!(matches!(Gpu::new(0), Err(Error::NoDriver)));
-        assert!(matches!(Gpu::count(), Err(Error::NoDriver)));
-        let msg = Gpu::new(0).unwrap_err().to_string();
-        assert!(msg.contains("no CUDA driver"), "{msg}");
+        let count = Gpu::count().expect("a driver that loads answers cuDeviceGetCount");
+        match Gpu::new(count) {
+            Err(Error::NoDevice { ordinal, count: c }) => assert_eq!((ordinal, c), (count, count)),
+            other => panic!("device {count} of {count}: {other:?}"),
+        }
+    }
+
+    /// On a GPU machine: device 0 opens, its name and compute capability are filled in, and
+    /// the device one past the last is `NoDevice`.
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn a_gpu_opens_and_the_one_past_the_last_does_not() {
+        let gpu = Gpu::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"));
+        assert!(!gpu.name().is_empty() && gpu.compute_capability() >= 50);
+        let count = Gpu::count().unwrap();
+        assert!(count >= 1);
+        assert!(matches!(Gpu::new(count), Err(Error::NoDevice { .. })));
     }
 }

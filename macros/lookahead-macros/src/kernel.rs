@@ -264,9 +264,30 @@ pub fn expand_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// A `#[kernel]` inside an `impl` or `trait` block, which the attribute is not told (see
+/// `crate::context`): the error, in place of the expansion's own errors about items those
+/// blocks cannot hold. With a `self` receiver, its own error says more.
+fn check_placement(f: &ItemFn) -> Option<syn::Error> {
+    if f.sig.receiver().is_some() {
+        return None;
+    }
+    let block = crate::context::enclosing_block(Span::call_site())?;
+    let (name, a) = (
+        f.sig.ident.unraw(),
+        if block == "impl" { "an" } else { "a" },
+    );
+    Some(syn::Error::new(
+        Span::call_site(),
+        format!("a #[kernel] cannot stand in {a} `{block}` block: a kernel is a free function, launched through the module the macro writes beside it; move `fn {name}` out of the `{block}` to the module, and launch it as `{name}::launch(on, cfg, ..)`"),
+    ))
+}
+
 fn parse_kernel(attr: TokenStream, item: TokenStream) -> syn::Result<Kernel> {
     let mut f: ItemFn = syn::parse2(item)
         .map_err(|e| syn::Error::new(e.span(), format!("#[kernel] goes on a function: {e}")))?;
+    if let Some(e) = check_placement(&f) {
+        return Err(e);
+    }
     let mut errs = check_signature(&f, true);
     errs.extend(check_repeated(&f, "kernel"));
     let opts = parse_options(attr).unwrap_or_else(|e| {

@@ -17,6 +17,7 @@
 
 use proc_macro::TokenStream;
 
+mod context;
 mod derive;
 mod kernel;
 mod params;

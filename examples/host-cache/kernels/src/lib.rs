@@ -347,5 +347,8 @@ pub fn stress(data: HostCached<u32>, params: Stress, errors: &mut [u32]) {
     }
 }
 
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod reference;
+
 #[cfg(all(test, not(target_arch = "nvptx64")))]
 mod tests;

@@ -1,6 +1,8 @@
 //! The cache protocol on the CPU emulator (every kernel against a CPU reference, the
 //! counters against the acquires made, the trace of hits, misses and evictions) and on a
-//! GPU (fresh random inputs, the stress test).
+//! GPU (fresh random inputs, the stress test). Row gathers and list scans are checked
+//! against [`crate::reference`], which shares no code with the kernels; scans run on grid
+//! inputs, so their minima are compared bit for bit.
 
 extern crate std;
 use std::collections::HashSet;
@@ -12,6 +14,7 @@ use lookahead::launch::{HostMemory, LaunchConfig};
 use lookahead_cache::{CacheConfig, Eviction, HostCache};
 
 use super::*;
+use crate::reference;
 
 /// Deterministic pseudo-random numbers (xorshift), `n` of them below `m`.
 fn randoms(seed: u64, n: usize, m: usize) -> Vec<u32> {
@@ -30,6 +33,13 @@ fn floats(seed: u64, n: usize) -> Vec<f32> {
     randoms(seed, n, 1 << 20)
         .iter()
         .map(|&v| v as f32 / (1 << 19) as f32 - 1.0)
+        .collect()
+}
+
+/// `n` values on the grid of [`reference::grid_value`]: list scans over them are exact.
+fn grid_floats(seed: u64, n: usize) -> Vec<f32> {
+    (randoms(seed, n, 32).iter())
+        .map(|&v| reference::grid_value(v as u64))
         .collect()
 }
 
@@ -122,12 +132,63 @@ fn eviction_policies_choose_their_victims() {
     }
 }
 
-/// Rows and list scans through the cache, zero-copy and from "device" memory agree.
-#[test]
-fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
+/// The scan launchers by variant: through the cache, zero-copy, prefetching, and from the
+/// table as it is ("device" memory); each returns `best` as float bits.
+fn scan_on_emulator(
+    emu: &Emulator,
+    c: LaunchConfig,
+    (cache, table): (&HostCache<f32, HostMemory>, &Vec<f32>),
+    (list_off, queries, pair_list, pair_query): (&Vec<u32>, &Vec<f32>, &Vec<u32>, &Vec<u32>),
+    variant: usize,
+) -> Vec<u32> {
+    let mut best = vec![f32::INFINITY.to_bits(); pair_list.len()];
+    let a = (list_off, queries, pair_list, pair_query);
+    match variant {
+        0 => scan_lists::launch(emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best),
+        1 => scan_lists_zero_copy::launch(emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best),
+        2 => scan_lists_prefetched::launch(emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best),
+        _ => scan_lists_device::launch(emu, c, table, a.0, a.1, a.2, a.3, &mut best),
+    }
+    .unwrap();
+    best
+}
+
+/// A table of 40 rows on the grid, 70 rows picked from it, and 12 (list, query) pairs over
+/// 5 lists (one empty) of it, with 3 queries: the emulator tests' gathers and scans.
+struct Small {
+    table: Vec<f32>,
+    rows: Vec<u32>,
+    list_off: Vec<u32>,
+    queries: Vec<f32>,
+    pair_list: Vec<u32>,
+    pair_query: Vec<u32>,
+}
+
+fn small() -> Small {
     let rows_n = 40;
-    let table = floats(3, rows_n * DIM);
-    let rows = randoms(4, 70, rows_n);
+    let list_off = vec![0, 5, 5, 17, 30, rows_n as u32];
+    Small {
+        table: grid_floats(3, rows_n * DIM),
+        rows: randoms(4, 70, rows_n),
+        pair_list: randoms(6, 12, list_off.len() - 1),
+        pair_query: randoms(7, 12, 3),
+        queries: grid_floats(5, 3 * DIM),
+        list_off,
+    }
+}
+
+/// Rows and list scans through the cache, zero-copy and from "device" memory give the CPU
+/// reference's rows and minima, bit for bit.
+#[test]
+fn rows_and_list_scans_match_the_cpu_on_the_emulator() {
+    let Small {
+        table,
+        rows,
+        list_off,
+        queries,
+        pair_list,
+        pair_query,
+    } = small();
     // Pages of 2 rows, 3 slots.
     let cache =
         HostCache::<f32, HostMemory>::on_emulator(&table, CacheConfig::new(1024, 3)).unwrap();
@@ -142,12 +203,9 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
     gather_rows::launch(&emu, c, cache.view(), &rows, len, &mut got[0]).unwrap();
     gather_rows_zero_copy::launch(&emu, c, cache.view(), &rows, len, &mut got[1]).unwrap();
     gather_rows_device::launch(&emu, c, &table, &rows, len, &mut got[2]).unwrap();
-    let want: Vec<f32> = rows
-        .iter()
-        .flat_map(|&r| table[r as usize * DIM..][..DIM].to_vec())
-        .collect();
-    for g in &got {
-        assert_eq!(g, &want);
+    let want = reference::rows(&table, &rows, DIM);
+    for (k, g) in got.iter().enumerate() {
+        reference::check_rows(g, &want, DIM).unwrap_or_else(|e| panic!("gather {k}: {e}"));
     }
     // Whole pages (of 256 floats, the last one short) into scratch pages, no cache state.
     let before = cache.stats().unwrap();
@@ -163,52 +221,56 @@ fn rows_and_list_scans_agree_with_their_baselines_on_the_emulator() {
     let long_rows = randoms(8, 50, table.len() / 160);
     let mut long = vec![f32::NAN; long_rows.len() * 160];
     gather_rows::launch(&emu, c, cache.view(), &long_rows, 160, &mut long).unwrap();
-    let want_long: Vec<f32> = long_rows
-        .iter()
-        .flat_map(|&r| table[r as usize * 160..][..160].to_vec())
-        .collect();
-    assert_eq!(long, want_long);
+    reference::check_rows(&long, &reference::rows(&table, &long_rows, 160), 160).unwrap();
 
-    let list_off: Vec<u32> = vec![0, 5, 5, 17, 30, rows_n as u32];
-    let queries = floats(5, 3 * DIM);
-    let pair_list = randoms(6, 12, list_off.len() - 1);
-    let pair_query = randoms(7, 12, 3);
-    let want: Vec<f32> = (0..pair_list.len())
-        .map(|p| {
-            let (l, q) = (pair_list[p] as usize, pair_query[p] as usize);
-            (list_off[l]..list_off[l + 1])
-                .map(|v| {
-                    (0..DIM)
-                        .map(|d| (table[v as usize * DIM + d] - queries[q * DIM + d]).powi(2))
-                        .sum::<f32>()
-                })
-                .fold(f32::INFINITY, f32::min)
-        })
-        .collect();
-    let run = |k: usize| {
-        let mut best = vec![f32::INFINITY.to_bits(); pair_list.len()];
-        let a = (&list_off, &queries, &pair_list, &pair_query);
-        match k {
-            0 => scan_lists::launch(&emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best),
-            1 => scan_lists_zero_copy::launch(&emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best),
-            2 => {
-                scan_lists_prefetched::launch(&emu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best)
-            }
-            _ => scan_lists_device::launch(&emu, c, &table, a.0, a.1, a.2, a.3, &mut best),
-        }
-        .unwrap();
-        best.iter()
-            .map(|b| f32::from_bits(*b))
-            .collect::<Vec<f32>>()
-    };
+    let want = reference::scans(&table, DIM, &list_off, &queries, (&pair_list, &pair_query));
+    assert!(want.iter().any(|w| w.is_infinite()) && want.iter().any(|w| w.is_finite()));
+    let inputs = (&list_off, &queries, &pair_list, &pair_query);
     for k in 0..4 {
-        for (g, w) in run(k).iter().zip(&want) {
-            assert!(
-                (g - w).abs() <= 1e-4 * (1.0 + w.abs()) || (g.is_infinite() && w.is_infinite()),
-                "variant {k}: {g} vs {w}"
-            );
+        let best = scan_on_emulator(&emu, c, (&cache, &table), inputs, k);
+        reference::check_scans(&best, &want).unwrap_or_else(|e| panic!("scan {k}: {e}"));
+    }
+}
+
+/// The negative controls of the checks above, with the real kernels: list offsets off by
+/// one (each list scanned one vector late), the query off by one and rows off by one are
+/// caught, where checking scans only for "written" (`!= u32::MAX`) would pass them.
+#[test]
+fn scans_and_rows_off_by_one_fail_the_checks() {
+    let s = small();
+    let cache =
+        HostCache::<f32, HostMemory>::on_emulator(&s.table, CacheConfig::new(1024, 3)).unwrap();
+    let emu = Emulator::new().workers(2);
+    let c = cfg(2, 64);
+    let pairs = (&s.pair_list[..], &s.pair_query[..]);
+    let want = reference::scans(&s.table, DIM, &s.list_off, &s.queries, pairs);
+    let end = *s.list_off.last().unwrap();
+    let late: Vec<u32> = s.list_off.iter().map(|&o| (o + 1).min(end)).collect();
+    let next_query: Vec<u32> = s.pair_query.iter().map(|&q| (q + 1) % 3).collect();
+    let planted = [
+        ("offsets", late, s.pair_query.clone()),
+        ("query", s.list_off.clone(), next_query),
+    ];
+    for (what, off, query) in &planted {
+        // The planted bug changes the true answer for these inputs...
+        let wrong = reference::scans(&s.table, DIM, off, &s.queries, (&s.pair_list, query));
+        assert_ne!(wrong, want, "{what}");
+        // ...and every variant's run with it fails the check.
+        let inputs = (off, &s.queries, &s.pair_list, query);
+        for k in 0..4 {
+            let best = scan_on_emulator(&emu, c, (&cache, &s.table), inputs, k);
+            assert!(best.iter().all(|&b| b != u32::MAX), "written");
+            let e = reference::check_scans(&best, &want)
+                .expect_err("an off-by-one scan passed the check");
+            assert!(e.contains("pairs differ"), "{what}, scan {k}: {e}");
         }
     }
+    let later: Vec<u32> = s.rows.iter().map(|&r| (r + 1) % 40).collect();
+    let mut got = vec![f32::NAN; later.len() * DIM];
+    gather_rows::launch(&emu, c, cache.view(), &later, DIM as u32, &mut got).unwrap();
+    let want = reference::rows(&s.table, &s.rows, DIM);
+    let e = reference::check_rows(&got, &want, DIM).expect_err("rows off by one passed");
+    assert!(e.starts_with("70 of 70 rows differ"), "{e}");
 }
 
 #[test]
@@ -325,13 +387,15 @@ fn stress_on_a_gpu_8_slots_64_warps_10000_launches() {
     assert_eq!(s.evictions, s.misses - 8, "{s:?}");
 }
 
+/// Every variant's rows and scan minima on a GPU equal the CPU reference's, every row and
+/// every pair bit for bit (the table and queries on the grid: scans are exact).
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
+fn rows_and_scans_on_a_gpu_match_the_cpu() {
     let gpu = gpu();
     let s = gpu.stream();
     let rows_n = 1 << 16; // 32 MiB of rows
-    let table = floats(11, rows_n * DIM);
+    let table = grid_floats(11, rows_n * DIM);
     let rows = randoms(12, 50_000, rows_n);
     let cache = HostCache::new(&gpu, &table, CacheConfig::new(64 << 10, 128)).unwrap();
     let (d_table, d_rows) = (s.clone_htod(&table).unwrap(), s.clone_htod(&rows).unwrap());
@@ -344,13 +408,13 @@ fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
     gather_rows_zero_copy::launch(&gpu, c, cache.view(), &d_rows, len, &mut outs[1]).unwrap();
     gather_rows_device::launch(&gpu, c, &d_table, &d_rows, len, &mut outs[2]).unwrap();
     gpu.synchronize().unwrap();
-    let want = s.clone_dtoh(&outs[2]).unwrap();
-    assert_eq!(want[..DIM], table[rows[0] as usize * DIM..][..DIM]);
-    for o in &outs[..2] {
-        assert_eq!(s.clone_dtoh(o).unwrap(), want);
+    let want = reference::rows(&table, &rows, DIM);
+    for (k, o) in outs.iter().enumerate() {
+        reference::check_rows(&s.clone_dtoh(o).unwrap(), &want, DIM)
+            .unwrap_or_else(|e| panic!("gather {k}: {e}"));
     }
     let list_off: Vec<u32> = (0..=512u32).map(|l| l * 128).collect(); // 512 lists of 128 vectors
-    let queries = floats(13, 16 * DIM);
+    let queries = grid_floats(13, 16 * DIM);
     let (pair_list, pair_query) = (randoms(14, 2000, 512), randoms(15, 2000, 16));
     let up = |v: &Vec<u32>| s.clone_htod(v).unwrap();
     let (d_off, d_q, d_pl, d_pq) = (
@@ -359,38 +423,20 @@ fn rows_and_scans_on_a_gpu_agree_with_device_memory() {
         up(&pair_list),
         up(&pair_query),
     );
-    let mut best: Vec<_> = (0..3)
+    let mut best: Vec<_> = (0..4)
         .map(|_| up(&vec![u32::MAX; pair_list.len()]))
         .collect();
     let c = cfg(1024, BLOCK);
-    scan_lists::launch(
-        &gpu,
-        c,
-        cache.view(),
-        &d_off,
-        &d_q,
-        &d_pl,
-        &d_pq,
-        &mut best[0],
-    )
-    .unwrap();
-    scan_lists_zero_copy::launch(
-        &gpu,
-        c,
-        cache.view(),
-        &d_off,
-        &d_q,
-        &d_pl,
-        &d_pq,
-        &mut best[1],
-    )
-    .unwrap();
-    scan_lists_device::launch(&gpu, c, &d_table, &d_off, &d_q, &d_pl, &d_pq, &mut best[2]).unwrap();
+    let a = (&d_off, &d_q, &d_pl, &d_pq);
+    scan_lists::launch(&gpu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best[0]).unwrap();
+    scan_lists_zero_copy::launch(&gpu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best[1]).unwrap();
+    scan_lists_prefetched::launch(&gpu, c, cache.view(), a.0, a.1, a.2, a.3, &mut best[2]).unwrap();
+    scan_lists_device::launch(&gpu, c, &d_table, a.0, a.1, a.2, a.3, &mut best[3]).unwrap();
     gpu.synchronize().unwrap();
-    let want = s.clone_dtoh(&best[2]).unwrap();
-    assert!(want.iter().all(|b| *b != u32::MAX));
-    for b in &best[..2] {
-        assert_eq!(s.clone_dtoh(b).unwrap(), want);
+    let want = reference::scans(&table, DIM, &list_off, &queries, (&pair_list, &pair_query));
+    for (k, b) in best.iter().enumerate() {
+        reference::check_scans(&s.clone_dtoh(b).unwrap(), &want)
+            .unwrap_or_else(|e| panic!("scan {k}: {e}"));
     }
 }
 
@@ -409,7 +455,7 @@ fn small_case_for_the_sanitizer() {
     gather::launch(&gpu, cfg(8, BLOCK), cache.view(), &d_idx, &mut out).unwrap();
     let rows = randoms(23, 300, data.len() / DIM);
     let d_rows = s.clone_htod(&rows).unwrap();
-    let mut out_rows = s.clone_htod(&vec![0f32; rows.len() * DIM]).unwrap();
+    let mut out_rows = s.clone_htod(&vec![f32::NAN; rows.len() * DIM]).unwrap();
     let len = DIM as u32;
     gather_rows::launch(
         &gpu,
@@ -439,7 +485,7 @@ fn small_case_for_the_sanitizer() {
     let got = s.clone_dtoh(&out).unwrap();
     assert!(got.iter().zip(&idx).all(|(g, &i)| *g == data[i as usize]));
     let got = s.clone_dtoh(&out_rows).unwrap();
-    assert_eq!(got[..DIM], data[rows[0] as usize * DIM..][..DIM]);
+    reference::check_rows(&got, &reference::rows(&data, &rows, DIM), DIM).unwrap();
     assert_eq!(s.clone_dtoh(&errors).unwrap()[0], 0);
 }
 

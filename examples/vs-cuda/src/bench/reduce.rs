@@ -4,50 +4,39 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use lookahead::launch::autotune::Variant;
+use lookahead_bench::exact_sum::{self, SumInput};
 use rand::rngs::StdRng;
+use rand::Rng;
 
-use super::{
-    addr, launch_slices, launch_typed, rand_f32, scaled, typed_choice, Bench, Env, Typed, PAD,
-};
+use super::{addr, launch_slices, launch_typed, scaled, typed_choice, Bench, Env, Typed, PAD};
 use crate::Res;
 
 pub struct Reduce {
     n: usize,
     x: CudaSlice<f32>,
     out: CudaSlice<f32>,
-    want: f64,
-    abs_sum: f64,
+    /// The exact sum of `x[..n]`.
+    want: u32,
     cfg: LaunchConfig,
 }
 
-/// The sum and the sum of magnitudes (the scale of the rounding error), in f64.
-fn reference(x: &[f32]) -> (f64, f64) {
-    let sum = x.iter().map(|&v| v as f64).sum();
-    let abs_sum = x.iter().map(|&v| (v as f64).abs()).sum();
-    (sum, abs_sum)
-}
-
-/// Passes when `got` is within 1e-5 of `sum|x|` of the reference sum.
-fn check_sum(got: f64, want: f64, abs_sum: f64) -> (bool, String) {
-    let rel = (got - want).abs() / abs_sum;
-    (
-        got.is_finite() && rel < 1e-5,
-        format!("sum {got:.3} vs {want:.3}, err/sum|x| {rel:.1e}"),
-    )
+/// The reduction's input: 64M elements at scale 1 whose f32 sum is exact in any order
+/// ([`exact_sum`]), so every variant's result must equal the reference bit for bit.
+fn input(rng: &mut StdRng, scale: f64) -> SumInput {
+    exact_sum::input(scaled(64 << 20, scale), |k| rng.gen_range(0..k))
 }
 
 impl Reduce {
     pub fn new(env: &Env, rng: &mut StdRng, scale: f64) -> Res<Self> {
-        let n = scaled(64 << 20, scale);
-        let mut x = rand_f32(rng, n);
-        let (want, abs_sum) = reference(&x);
+        let SumInput { values: mut x, sum } = input(rng, scale);
+        let n = x.len();
+        // Past the range: a variant that reads the padding adds a half and fails the check.
         x.resize(n + PAD, 0.5);
         Ok(Reduce {
             n,
             x: env.upload(&x)?,
             out: env.upload(&[0.0f32])?,
-            want,
-            abs_sum,
+            want: sum,
             cfg: env.grid(8),
         })
     }
@@ -106,21 +95,33 @@ impl Bench for Reduce {
         env.fill(&mut self.out, 0.0)
     }
     fn check(&self, env: &Env) -> Res<(bool, String)> {
-        let got = env.download(&self.out)?[0] as f64;
-        Ok(check_sum(got, self.want, self.abs_sum))
+        Ok(exact_sum::check(env.download(&self.out)?[0], self.want))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
+    use vs_cuda_kernels::BLOCK_SIZE;
 
+    /// At a sixteenth of the benchmark's size (4M; the full 64M is 0s and 1s the same way)
+    /// and its grid on an H100 (132 SMs x 8 blocks of 256: 15 grid-stride passes and a
+    /// partial one), the result in the kernels' order passes the check and the same result
+    /// without one pass (270 336 elements) or one block fails it.
     #[test]
-    fn sums_and_checks_relative_to_the_magnitudes() {
-        let (sum, abs) = reference(&[1.0, -2.0, 0.5]);
-        assert_eq!((sum, abs), (-0.5, 3.5));
-        assert!(check_sum(-0.5 + 1e-6, sum, abs).0);
-        assert!(!check_sum(-0.4, sum, abs).0);
-        assert!(!check_sum(f64::NAN, sum, abs).0);
+    fn the_check_is_exact_and_catches_a_missing_pass_or_block() {
+        let data = input(&mut StdRng::seed_from_u64(5), 1.0 / 16.0);
+        assert_eq!(data.values.len(), 4 << 20);
+        let threads = 132 * 8 * BLOCK_SIZE as usize;
+        let sum = |left_out: &dyn Fn(usize) -> bool| {
+            exact_sum::grid_stride_sum(&data.values, threads, left_out)
+        };
+        let (ok, detail) = exact_sum::check(sum(&|_| false), data.sum);
+        assert!(ok, "{detail}");
+        let (ok, detail) = exact_sum::check(sum(&|i| i / threads == 10), data.sum);
+        assert!(!ok, "a missing grid-stride pass passed: {detail}");
+        let (ok, detail) = exact_sum::check(sum(&|i| (i % threads) / 256 == 7), data.sum);
+        assert!(!ok, "a missing block passed: {detail}");
     }
 }

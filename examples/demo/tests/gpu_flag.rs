@@ -1,0 +1,29 @@
+//! `demo --gpu` runs on a GPU or fails: it never falls back to the emulator, so a GPU check
+//! that runs it cannot pass without a GPU. Without a driver (CI) it must fail with a message
+//! that says so; with a GPU it must pass on it.
+
+use std::process::Command;
+
+#[test]
+fn gpu_flag_never_falls_back_to_the_emulator() {
+    let out = Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args(["--gpu", "--n", "4099", "--seed", "1"])
+        .output()
+        .expect("starting demo");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("EMULATOR"), "{text}");
+    if lookahead::Gpu::new(0).is_ok() {
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("  GPU: "), "{text}");
+    } else {
+        assert!(!out.status.success(), "no GPU, yet --gpu passed:\n{text}");
+        assert!(
+            text.contains("error: --gpu asks for a CUDA GPU, and there is none here"),
+            "{text}"
+        );
+    }
+}
