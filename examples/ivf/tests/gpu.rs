@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use lookahead::Gpu;
 use lookahead_ivf::cpu;
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchParams};
+use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, SearchParams};
 use lookahead_ivf::index::IvfLayout;
-use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
+use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
 fn gpu() -> Gpu {
     Gpu::new(0).expect("these tests need a CUDA GPU")
@@ -25,7 +25,7 @@ struct Fixture {
     spec: Clusters,
     data: Vectors,
     index: GpuIndex,
-    mach: Machinery,
+    mach: UvmRuntime,
 }
 
 /// A 200 000 x 64 index in 256 lists (51 MB of managed memory), fresh random data.
@@ -46,7 +46,7 @@ fn fixture(gpu: &Gpu) -> Fixture {
     let assign = assign_on_gpu(gpu, &centroids, &data).unwrap();
     let layout = IvfLayout::from_assignment(64, centroids, &assign);
     let index = GpuIndex::new(gpu, layout, &data).unwrap();
-    let mach = Machinery::new(
+    let mach = UvmRuntime::new(
         gpu,
         256,
         MachineProfile::cached_or_probe(gpu).unwrap(),
@@ -80,10 +80,10 @@ fn every_policy_returns_the_fault_path_top_k() {
     let mut f = fixture(&gpu);
     let hot: Vec<usize> = (0..40).map(|i| i * 6).collect();
     let queries = f.spec.points(300, 7, Some(&hot));
-    f.index.evict_to_host(&f.mach).unwrap();
+    f.index.lists_mut().evict_to_host(&f.mach).unwrap();
     let base = f
         .index
-        .search(&queries, params(Policy::Faults), &mut f.mach)
+        .search(&queries, params(Policy::Faults), &f.mach)
         .unwrap();
     let k = ivf_kernels::K;
     let mut lists = vec![0.0; f.data.data.len()];
@@ -99,12 +99,9 @@ fn every_policy_returns_the_fault_path_top_k() {
         }
     }
     for policy in Policy::CONCRETE.iter().copied().chain([Policy::Auto]) {
-        f.index.evict_to_host(&f.mach).unwrap();
+        f.index.lists_mut().evict_to_host(&f.mach).unwrap();
         for pass in ["cold", "warm"] {
-            let got = f
-                .index
-                .search(&queries, params(policy), &mut f.mach)
-                .unwrap();
+            let got = f.index.search(&queries, params(policy), &f.mach).unwrap();
             assert_eq!(got.ids, base.ids, "{} {pass}", policy.name());
             assert_eq!(got.dist, base.dist, "{} {pass}", policy.name());
             // Empty lists have no work items, so nothing waits for them.
@@ -152,7 +149,7 @@ fn soak_batches(f: &mut Fixture, seed: u64) -> (Vec<Vectors>, Vec<Vec<u32>>) {
         .iter()
         .map(|q| {
             f.index
-                .search(q, params(Policy::Faults), &mut f.mach)
+                .search(q, params(Policy::Faults), &f.mach)
                 .unwrap()
                 .ids
         })
@@ -178,12 +175,12 @@ fn soak_1000_searches_with_gpu_driven_requests() {
         let (mut asked, mut timed_out) = (0, 0);
         for i in 0..1000 {
             if i % 50 == 0 {
-                f.index.evict_to_host(&f.mach).unwrap();
+                f.index.lists_mut().evict_to_host(&f.mach).unwrap();
             }
             let b = i % batches.len();
             let got = f
                 .index
-                .search(&batches[b], params(Policy::GpuRequests), &mut f.mach)
+                .search(&batches[b], params(Policy::GpuRequests), &f.mach)
                 .unwrap();
             assert_eq!(got.ids, want[b], "search {i}");
             asked += got.requested;
@@ -221,21 +218,21 @@ fn soak_300_searches_with_the_gpu_pull() {
     let gpu = gpu();
     let mut f = fixture(&gpu);
     let (batches, want) = soak_batches(&mut f, 40);
-    f.index.map_for_gpu(true).unwrap();
+    f.index.lists_mut().map_for_gpu(true).unwrap();
     f.index
-        .search(&batches[0], params(Policy::GpuPull), &mut f.mach)
+        .search(&batches[0], params(Policy::GpuPull), &f.mach)
         .unwrap();
     gpu.synchronize().unwrap();
     let free_before = gpu.memory_info().unwrap().0;
     let (mut copied, mut cold_copies, mut timed_out) = (0, 0, 0);
     for i in 0..300 {
         if i % 25 == 0 {
-            f.index.evict_to_host(&f.mach).unwrap();
+            f.index.lists_mut().evict_to_host(&f.mach).unwrap();
         }
         let b = i % batches.len();
         let got = f
             .index
-            .search(&batches[b], params(Policy::GpuPull), &mut f.mach)
+            .search(&batches[b], params(Policy::GpuPull), &f.mach)
             .unwrap();
         assert_eq!(got.ids, want[b], "search {i}");
         assert_eq!(got.policy, Policy::GpuPull);
@@ -278,12 +275,12 @@ fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
             f.spec.points(n, seed + b as u64, Some(&hot))
         })
         .collect();
-    f.index.make_resident().unwrap();
+    f.index.lists_mut().make_resident().unwrap();
     let want: Vec<Vec<u32>> = batches
         .iter()
         .map(|q| {
             f.index
-                .search(q, params(Policy::Faults), &mut f.mach)
+                .search(q, params(Policy::Faults), &f.mach)
                 .unwrap()
                 .ids
         })
@@ -312,7 +309,7 @@ fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
         );
         if policy == Policy::Faults {
             // The pull runs cold first: lists back on the host, its cache emptied.
-            f.index.evict_to_host(&f.mach).unwrap();
+            f.index.lists_mut().evict_to_host(&f.mach).unwrap();
         }
     }
     // Misuse is an error, not a wrong answer.
