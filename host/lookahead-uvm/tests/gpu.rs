@@ -49,6 +49,16 @@ fn run_sums(
     sums_on(k, &stream, ring.queue(wait), &data, ranges, words)
 }
 
+/// `ranges` ranges of `words` words, one after another.
+fn spans(ranges: usize, words: usize) -> Vec<WordRange> {
+    (0..ranges as u64)
+        .map(|r| WordRange {
+            first: r * words as u64,
+            words: words as u64,
+        })
+        .collect()
+}
+
 /// `request_and_sum` on `stream` over `ranges` ranges of `words` words of `data`, asking
 /// `queue`: (sums, readiness codes).
 fn sums_on(
@@ -59,13 +69,7 @@ fn sums_on(
     ranges: usize,
     words: usize,
 ) -> (Vec<u32>, Vec<u32>) {
-    let spans: Vec<WordRange> = (0..ranges as u64)
-        .map(|r| WordRange {
-            first: r * words as u64,
-            words: words as u64,
-        })
-        .collect();
-    let spans = stream.clone_htod(&spans).unwrap();
+    let spans = stream.clone_htod(&spans(ranges, words)).unwrap();
     let mut sums = stream.alloc_zeros::<u32>(ranges).unwrap();
     let mut ready = stream.alloc_zeros::<u32>(ranges).unwrap();
     // Untracked arguments: the kernel waits for flags other streams write, so nothing (not
@@ -434,13 +438,7 @@ fn policy_buffer_pull_cache_holds_the_data_until_eviction() {
         }
     );
     let s = b.stream().clone();
-    let spans: Vec<WordRange> = (0..ranges as u64)
-        .map(|r| WordRange {
-            first: r * words as u64,
-            words: words as u64,
-        })
-        .collect();
-    let spans = s.clone_htod(&spans).unwrap();
+    let spans = s.clone_htod(&spans(ranges, words)).unwrap();
     let mut next = s.alloc_zeros::<u32>(1).unwrap();
     let read_back = |ptr: u64, n: usize| {
         s.synchronize().unwrap();

@@ -110,6 +110,17 @@ fn rows_of(table: &Table, picks: usize, out: &Gathered) -> Option<usize> {
     (w > 0 && table.tile_rows > 0 && fits && out.stats.len() >= STATS).then(|| table.data.len() / w)
 }
 
+/// This warp's rows, warp `w` of the grid taking `w`, `w + warps`, ...: `(i, picks[i])`,
+/// leaving out picks past the table's `rows`.
+#[inline(always)]
+fn warp_rows(picks: &[u32], rows: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let (first, warps) = (global_index_x() / 32, grid_stride_x() / 32);
+    (first..picks.len())
+        .step_by(warps.max(1))
+        .map(|i| (i, picks[i] as usize))
+        .filter(move |&(_, r)| r < rows)
+}
+
 /// Copies `src` to `dst` (the same length) with the whole warp.
 #[inline(always)]
 fn copy_row(src: &[u32], dst: &mut [u32], lane: usize) {
@@ -155,28 +166,17 @@ pub fn gather(table: Table, picks: &[u32], queue: RequestQueue, hints: u32, mut 
     };
     let (w, tile_rows) = (table.row_words as usize, table.tile_rows as usize);
     let lane = lane_id() as usize;
-    let (first_row, warps) = (global_index_x() / 32, grid_stride_x() / 32);
+    let warps = grid_stride_x() / 32;
     let mut counts = [0u32; STATS];
     if queue.is_enabled() && lane == 0 {
         // Every tile this warp reads, asked for before it waits for any.
-        let mut i = first_row;
-        while i < picks.len() {
-            let r = picks[i] as usize;
-            if r < rows {
-                let t = r / tile_rows;
-                let words = tile_words(t, rows, w, tile_rows);
-                counts[STAT_MOVED] += ask(&queue, &table.data, t, words) as u32;
-            }
-            i += warps;
+        for (_, r) in warp_rows(picks, rows) {
+            let t = r / tile_rows;
+            let words = tile_words(t, rows, w, tile_rows);
+            counts[STAT_MOVED] += ask(&queue, &table.data, t, words) as u32;
         }
     }
-    let mut i = first_row;
-    while i < picks.len() {
-        let r = picks[i] as usize;
-        if r >= rows {
-            i += warps;
-            continue;
-        }
+    for (i, r) in warp_rows(picks, rows) {
         if queue.is_enabled() {
             let mut code = 0;
             if lane == 0 {
@@ -203,7 +203,6 @@ pub fn gather(table: Table, picks: &[u32], queue: RequestQueue, hints: u32, mut 
             &mut out.rows[i * w..(i + 1) * w],
             lane,
         );
-        i += warps;
     }
     add_stats(&mut out.stats, &counts, lane);
 }
@@ -227,17 +226,10 @@ pub fn pull_gather(table: Table, picks: &[u32], mut pull: Pull, mut out: Gathere
         return;
     }
     let lane = lane_id() as usize;
-    let (first_row, warps) = (global_index_x() / 32, grid_stride_x() / 32);
     let (src, dst) = (table.data.as_ptr(), pull.cache.as_mut_ptr());
     let counters = pull.counters.as_mut_ptr();
     let mut counts = [0u32; STATS];
-    let mut i = first_row;
-    while i < picks.len() {
-        let r = picks[i] as usize;
-        if r >= rows {
-            i += warps;
-            continue;
-        }
+    for (i, r) in warp_rows(picks, rows) {
         let t = r / tile_rows;
         let (first, end) = tile_words(t, rows, w, tile_rows);
         let chunks = pull::chunks((end - first) * 4);
@@ -280,7 +272,6 @@ pub fn pull_gather(table: Table, picks: &[u32], mut pull: Pull, mut out: Gathere
         } else {
             copy_row(&table.data[row], dst_row, lane);
         }
-        i += warps;
     }
     add_stats(&mut out.stats, &counts, lane);
 }
