@@ -107,9 +107,9 @@ impl<T: DeviceRepr> PolicyBuffer<T> {
     /// [`Policy::RemoteMap`] and [`Policy::GpuPull`] need it, the fault-driven policies need
     /// it off, and the others work either way; [`PolicyBuffer::prepare`] changes it when a
     /// policy needs, so call this (or `prepare`) once at set-up to keep its cost out of the
-    /// launches. Mapping costs about 30-50 ms per GiB on the H100 (driver 580.159.04: the
-    /// driver maps every host-resident page); unmapping is nearly free. Returns the seconds
-    /// it took (0 when nothing changed).
+    /// launches. Mapping costs tens of milliseconds per GiB (the driver maps every
+    /// host-resident page: the set-up line of `results/ivf_bench.md`); unmapping is nearly
+    /// free. Returns the seconds it took (0 when nothing changed).
     pub fn map_for_gpu(&mut self, on: bool) -> Result<f64> {
         self.timed(&self.setup.map_for_gpu(on))
     }
