@@ -3,8 +3,9 @@
 #   bash scripts/gpu-tests.sh build   # here: build test binaries and programs into .device/
 #   bash scripts/gpu-tests.sh run     # on the GPU machine (run tool, carry=[".device"]):
 #                                     # runs every `#[ignore = "needs a CUDA GPU"]` test, the
-#                                     # demo, the newcomer and rust-cuda examples; exits non-zero if any
-#                                     # fails.
+#                                     # demo, the newcomer and rust-cuda examples, and the
+#                                     # gather under every Unified Memory policy
+#                                     # (uvm_gather); exits non-zero if any fails.
 # Each test binary is run with --ignored: a GPU test that finds no GPU fails, it never passes.
 # The demo and the newcomer run with --gpu, which fails without a GPU instead of falling back
 # to the CPU emulator.
@@ -60,6 +61,8 @@ run)
         # shellcheck disable=SC2086 # the program's name, then its flags
         timeout "$limit" "$DEST"/bin/$program || { failed=$((failed + 1)); echo "FAILED: $program"; }
     done
+    echo "== uvm_gather --mib 256 --reps 2"
+    timeout "$limit" "$DEST/bin/uvm_gather" --mib 256 --reps 2 || { failed=$((failed + 1)); echo "FAILED: uvm_gather"; }
     echo "gpu-tests: $failed failing group(s)"
     [ "$failed" = 0 ]
     ;;

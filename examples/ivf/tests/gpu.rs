@@ -8,9 +8,9 @@ use lookahead::Gpu;
 use lookahead_ivf::check::{snap, snap_values, top_k_mismatches};
 use lookahead_ivf::cpu::{self, Hit};
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, Machinery, SearchParams};
+use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, SearchParams};
 use lookahead_ivf::index::IvfLayout;
-use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
+use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
 fn gpu() -> Gpu {
     Gpu::new(0).expect("these tests need a CUDA GPU")
@@ -27,7 +27,7 @@ struct Fixture {
     spec: Clusters,
     data: Vectors,
     index: GpuIndex,
-    mach: Machinery,
+    mach: UvmRuntime,
 }
 
 /// A 200 000 x 64 index in 256 lists (51 MB of managed memory), fresh random data, its
@@ -51,7 +51,7 @@ fn fixture(gpu: &Gpu) -> Fixture {
     let assign = assign_on_gpu(gpu, &centroids, &data).unwrap();
     let layout = IvfLayout::from_assignment(64, centroids, &assign);
     let index = GpuIndex::new(gpu, layout, &data).unwrap();
-    let mach = Machinery::new(
+    let mach = UvmRuntime::new(
         gpu,
         256,
         MachineProfile::cached_or_probe(gpu).unwrap(),
@@ -115,11 +115,11 @@ fn every_policy_returns_the_cpu_top_k() {
         .filter(|&&l| f.index.layout().list_len(l as usize) > 0)
         .count();
     for policy in Policy::CONCRETE.iter().copied().chain([Policy::Auto]) {
-        f.index.evict_to_host(&f.mach).unwrap();
+        f.index.lists_mut().evict_to_host(&f.mach).unwrap();
         for pass in ["cold", "warm"] {
             let got = f
                 .index
-                .search(&queries, params(policy), &mut f.mach)
+                .search(&queries, params(policy), &f.mach)
                 .unwrap();
             let what = format!("{} {pass}", policy.name());
             assert_cpu_top_k(&got.dist, &got.ids, &want, &what);
@@ -189,12 +189,12 @@ fn soak_1000_searches_with_gpu_driven_requests() {
         let (mut asked, mut timed_out) = (0, 0);
         for i in 0..1000 {
             if i % 50 == 0 {
-                f.index.evict_to_host(&f.mach).unwrap();
+                f.index.lists_mut().evict_to_host(&f.mach).unwrap();
             }
             let b = i % batches.len();
             let got = f
                 .index
-                .search(&batches[b], params(Policy::GpuRequests), &mut f.mach)
+                .search(&batches[b], params(Policy::GpuRequests), &f.mach)
                 .unwrap();
             assert_cpu_top_k(&got.dist, &got.ids, &want[b], &format!("search {i}"));
             asked += got.requested;
@@ -234,19 +234,19 @@ fn soak_300_searches_with_the_gpu_pull() {
     let (batches, want) = soak_batches(&f, 40);
     f.index.map_for_gpu(true).unwrap();
     f.index
-        .search(&batches[0], params(Policy::GpuPull), &mut f.mach)
+        .search(&batches[0], params(Policy::GpuPull), &f.mach)
         .unwrap();
     gpu.synchronize().unwrap();
     let free_before = gpu.memory_info().unwrap().0;
     let (mut copied, mut cold_copies, mut timed_out) = (0, 0, 0);
     for i in 0..300 {
         if i % 25 == 0 {
-            f.index.evict_to_host(&f.mach).unwrap();
+            f.index.lists_mut().evict_to_host(&f.mach).unwrap();
         }
         let b = i % batches.len();
         let got = f
             .index
-            .search(&batches[b], params(Policy::GpuPull), &mut f.mach)
+            .search(&batches[b], params(Policy::GpuPull), &f.mach)
             .unwrap();
         assert_cpu_top_k(&got.dist, &got.ids, &want[b], &format!("search {i}"));
         assert_eq!(got.policy, Policy::GpuPull);
@@ -310,7 +310,7 @@ fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
         );
         if policy == Policy::Faults {
             // The pull runs cold first: lists back on the host, its cache emptied.
-            f.index.evict_to_host(&f.mach).unwrap();
+            f.index.lists_mut().evict_to_host(&f.mach).unwrap();
         }
     }
     // Misuse is an error, not a wrong answer.

@@ -234,7 +234,10 @@ pub fn choose(pattern: &AccessPattern, m: &MachineProfile) -> Policy {
 mod tests {
     use super::*;
 
-    /// The H100 numbers of the project's facts file and of the probe on it.
+    /// Round numbers for an H100 on PCIe (one probe's measurements are in
+    /// `results/ivf_bench.md`): remote reads beat bulk prefetches, which beat 2 MiB-range
+    /// prefetches and faults, and in-kernel hints migrate nothing. The tests depend on that
+    /// order, not on the values.
     fn h100() -> MachineProfile {
         MachineProfile {
             fault_gbps: 12.0,

@@ -4,10 +4,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cudarc::driver::CudaStream;
 use lookahead::untracked::{Untracked, UntrackedManaged, UntrackedMut};
-use lookahead::{Gpu, ManagedBuffer};
+use lookahead::{Error, Gpu, Location, ManagedBuffer};
 use lookahead_uvm::{
-    MachineProfile, PrefetchService, RequestRing, ServiceConfig, UvmKernels, WordRange,
+    MachineProfile, Policy, PolicyBuffer, PrefetchService, RequestRing, RingQueue, ServiceConfig,
+    Setup, UvmKernels, UvmRuntime, WordRange,
 };
 
 fn gpu() -> Gpu {
@@ -43,25 +45,43 @@ fn run_sums(
     words: usize,
 ) -> (Vec<u32>, Vec<u32>) {
     let stream = gpu.context().new_stream().unwrap();
-    let spans: Vec<WordRange> = (0..ranges as u64)
+    let data = UntrackedManaged::new(buf);
+    sums_on(k, &stream, ring.queue(wait), &data, ranges, words)
+}
+
+/// `ranges` ranges of `words` words, one after another.
+fn spans(ranges: usize, words: usize) -> Vec<WordRange> {
+    (0..ranges as u64)
         .map(|r| WordRange {
             first: r * words as u64,
             words: words as u64,
         })
-        .collect();
-    let spans = stream.clone_htod(&spans).unwrap();
+        .collect()
+}
+
+/// `request_and_sum` on `stream` over `ranges` ranges of `words` words of `data`, asking
+/// `queue`: (sums, readiness codes).
+fn sums_on(
+    k: &UvmKernels,
+    stream: &Arc<CudaStream>,
+    queue: RingQueue<'_>,
+    data: &UntrackedManaged<'_, u32>,
+    ranges: usize,
+    words: usize,
+) -> (Vec<u32>, Vec<u32>) {
+    let spans = stream.clone_htod(&spans(ranges, words)).unwrap();
     let mut sums = stream.alloc_zeros::<u32>(ranges).unwrap();
     let mut ready = stream.alloc_zeros::<u32>(ranges).unwrap();
     // Untracked arguments: the kernel waits for flags other streams write, so nothing (not
     // cudarc's use-tracking events either) may be queued behind it (see `lookahead::untracked`).
     k.request_and_sum(
-        &stream,
-        ring.queue(wait),
-        &UntrackedManaged::new(buf),
-        &Untracked::new(&spans, &stream),
+        stream,
+        queue,
+        data,
+        &Untracked::new(&spans, stream),
         1,
-        &mut UntrackedMut::new(&mut sums, &stream),
-        &mut UntrackedMut::new(&mut ready, &stream),
+        &mut UntrackedMut::new(&mut sums, stream),
+        &mut UntrackedMut::new(&mut ready, stream),
         64,
     )
     .unwrap();
@@ -253,5 +273,216 @@ fn pull_copy_moves_every_piece_over_the_mapping_and_counts_it() {
         stream.clone_dtoh(&counters).unwrap(),
         vec![1; pieces.len()],
         "each piece counted once"
+    );
+}
+
+/// `ranges` ranges of `words` words under no policy yet, on a stream of their own, their CPU
+/// sums, and a runtime whose ring has a flag per range.
+fn policy_buffer(
+    gpu: &Gpu,
+    ranges: usize,
+    words: usize,
+) -> (PolicyBuffer<u32>, Vec<u32>, UvmRuntime) {
+    let (buf, sums) = data(gpu, ranges, words);
+    let stream = gpu.context().new_stream().unwrap();
+    let b = PolicyBuffer::new(buf, ranges, &stream).unwrap();
+    let service = ServiceConfig {
+        threads: 8,
+        ..ServiceConfig::default()
+    };
+    let rt = UvmRuntime::new(gpu, ranges, MachineProfile::default(), service).unwrap();
+    (b, sums, rt)
+}
+
+/// Checks the driver's advice on the whole buffer against what `b` says it set up.
+fn advice_matches(b: &PolicyBuffer<u32>, when: &str) {
+    let a = b.managed().attributes().unwrap();
+    let s = b.setup();
+    let me = Location::Device(b.gpu().ordinal());
+    assert_eq!(
+        a.accessed_by.contains(&me),
+        s.mapped_for_gpu,
+        "{when}: {a:?} {s:?}"
+    );
+    let host_preferred = a.preferred_location == Some(Location::Host);
+    assert_eq!(
+        host_preferred,
+        s.mapped_for_gpu && s.prefer_host,
+        "{when}: {a:?} {s:?}"
+    );
+}
+
+/// The mapping and the preferred location follow each policy's set-up, a change of the
+/// host preference remaps a mapped buffer, residency unmaps, eviction keeps the mapping;
+/// each as the driver reports it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn policy_buffer_advice_is_what_its_setup_says() {
+    let gpu = gpu();
+    let (mut b, _, rt) = policy_buffer(&gpu, 8, 64 << 10);
+    advice_matches(&b, "new");
+    assert!(b.map_for_gpu(true).unwrap() > 0.0);
+    assert_eq!(b.map_for_gpu(true).unwrap(), 0.0, "mapped already");
+    advice_matches(&b, "mapped");
+    b.set_prefer_host(true).unwrap();
+    assert!(b.setup().mapped_for_gpu && b.setup().prefer_host);
+    advice_matches(&b, "mapped, host preferred");
+    for (policy, mapped) in [
+        (Policy::Faults, false),
+        (Policy::RemoteMap, true),
+        (Policy::HostSelected, true),
+        (Policy::KernelHints, false),
+        (Policy::PrefetchAll, false),
+        (Policy::GpuRequests, false),
+        (Policy::GpuPull, true),
+    ] {
+        b.prepare(policy).unwrap();
+        assert_eq!(b.is_mapped_for_gpu(), mapped, "{policy:?}");
+        advice_matches(&b, policy.name());
+    }
+    b.set_prefer_host(false).unwrap();
+    advice_matches(&b, "mapped, no preference");
+    b.make_resident().unwrap();
+    let me = Location::Device(gpu.ordinal());
+    assert!(!b.is_mapped_for_gpu());
+    advice_matches(&b, "resident");
+    let a = b.managed().attributes().unwrap();
+    assert_eq!(a.last_prefetch_location, Some(me));
+    b.map_for_gpu(true).unwrap();
+    let before = b.setup();
+    b.evict_to_host(&rt).unwrap();
+    assert_eq!(b.setup(), before, "eviction keeps the set-up");
+    advice_matches(&b, "evicted");
+    let a = b.managed().attributes().unwrap();
+    assert_eq!(a.last_prefetch_location, Some(Location::Host));
+}
+
+/// Under every policy but the pull, a kernel reading the buffer right after its staging
+/// sums every range as the CPU does, from a cold start each time: host-selected prefetches
+/// exactly the ranges it is given, prefetch-all the whole buffer, GPU-driven requests
+/// through the runtime's ring all arrive; `Auto` and a range past the buffer are refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn policy_buffer_data_is_right_under_every_staging() {
+    let gpu = gpu();
+    let k = UvmKernels::load(&gpu).unwrap();
+    let (ranges, words) = (32, 64 << 10);
+    let (mut b, want, rt) = policy_buffer(&gpu, ranges, words);
+    let me = Location::Device(gpu.ordinal());
+    let selected: Vec<usize> = (0..ranges).step_by(2).collect();
+    for policy in Policy::CONCRETE {
+        if policy == Policy::GpuPull {
+            continue;
+        }
+        b.evict_to_host(&rt).unwrap();
+        let mut staging = b.stage(policy, &rt).unwrap();
+        staging
+            .before_read(&b, || {
+                Ok(selected
+                    .iter()
+                    .map(|&r| r * words..(r + 1) * words)
+                    .collect())
+            })
+            .unwrap();
+        let s = b.stream().clone();
+        let (sums, ready) = sums_on(&k, &s, staging.queue(), &b.data_view(), ranges, words);
+        assert_eq!(sums, want, "{policy:?}");
+        let expect = if policy == Policy::GpuRequests { 1 } else { 2 };
+        assert!(ready.iter().all(|&r| r == expect), "{policy:?}: {ready:?}");
+        for r in 0..ranges {
+            let prefetched = b
+                .managed()
+                .attributes_of(r * words..(r + 1) * words)
+                .unwrap();
+            let to_gpu = match policy {
+                // The service prefetches what the kernel asks for: every range.
+                Policy::PrefetchAll | Policy::GpuRequests => true,
+                Policy::HostSelected => selected.contains(&r),
+                _ => false,
+            };
+            let want_at = if to_gpu { me } else { Location::Host };
+            assert_eq!(
+                prefetched.last_prefetch_location,
+                Some(want_at),
+                "{policy:?} range {r}"
+            );
+        }
+    }
+    let err = b.stage(Policy::Auto, &rt).err().unwrap();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    let mut staging = b.stage(Policy::HostSelected, &rt).unwrap();
+    let past = staging.before_read(&b, || Ok(vec![0..words, 0..ranges * words + 1]));
+    assert!(matches!(past, Err(Error::InvalidRange { .. })), "{past:?}");
+}
+
+/// The pull's views: refused before the set-up; then a copy kernel fills the cache from
+/// the mapped buffer and counts each range, and eviction empties the counts, keeping the
+/// cache and the mapping.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn policy_buffer_pull_cache_holds_the_data_until_eviction() {
+    let gpu = gpu();
+    let k = UvmKernels::load(&gpu).unwrap();
+    // Ranges of one copy chunk (64 KiB), so `pull_copy`'s one count per piece completes each.
+    let (ranges, words) = (64, 16 << 10);
+    let (mut b, _, rt) = policy_buffer(&gpu, ranges, words);
+    let host = b.managed().as_slice().unwrap().to_vec();
+    assert!(matches!(b.pull_views(), Err(Error::InvalidArgument { .. })));
+    b.prepare(Policy::GpuPull).unwrap();
+    assert_eq!(
+        b.setup(),
+        Setup {
+            mapped_for_gpu: true,
+            prefer_host: false,
+            pull_cache: true
+        }
+    );
+    let s = b.stream().clone();
+    let spans = s.clone_htod(&spans(ranges, words)).unwrap();
+    let mut next = s.alloc_zeros::<u32>(1).unwrap();
+    let read_back = |ptr: u64, n: usize| {
+        s.synchronize().unwrap();
+        let mut v = vec![0u32; n];
+        // SAFETY: `ptr` addresses `n` words of device memory the stream has finished with.
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr) }.unwrap();
+        v
+    };
+    let (cache, counters) = {
+        let mut v = b.pull_views().unwrap();
+        let spans = Untracked::new(&spans, &s);
+        let mut next = UntrackedMut::new(&mut next, &s);
+        k.pull_copy(
+            &s,
+            &v.data,
+            &mut v.cache,
+            &spans,
+            &mut next,
+            &mut v.counters,
+            8,
+        )
+        .unwrap();
+        (v.cache.device_ptr(), v.counters.device_ptr())
+    };
+    assert_eq!(
+        read_back(cache, ranges * words),
+        host,
+        "the cache holds the data"
+    );
+    assert_eq!(
+        read_back(counters, ranges),
+        vec![1; ranges],
+        "each range counted"
+    );
+    b.evict_to_host(&rt).unwrap();
+    assert_eq!(
+        read_back(counters, ranges),
+        vec![0; ranges],
+        "nothing cached"
+    );
+    assert!(b.setup().pull_cache && b.is_mapped_for_gpu());
+    assert_eq!(
+        b.pull_views().unwrap().cache.device_ptr(),
+        cache,
+        "the same cache"
     );
 }

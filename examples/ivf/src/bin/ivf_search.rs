@@ -12,9 +12,9 @@ use lookahead::Gpu;
 use lookahead_bench::args::{at_least, at_most, in_range, Validate};
 use lookahead_bench::stats::{quantile, Summary};
 use lookahead_ivf::data::{read_fvecs, Clusters, Vectors};
-use lookahead_ivf::gpu::{GpuIndex, Machinery, SearchOutcome, SearchParams};
+use lookahead_ivf::gpu::{GpuIndex, SearchOutcome, SearchParams};
 use lookahead_ivf::workload;
-use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
+use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
 type Res<T> = Result<T, Box<dyn StdError>>;
 
@@ -127,7 +127,7 @@ fn load_data(args: &Args, spec: &Clusters) -> Res<Vectors> {
 
 /// Trains the centroids on a sample, builds the index in managed memory, and sets it up
 /// once for the policy (mapping, pull cache), so that no search pays for it.
-fn build(gpu: &Gpu, args: &Args, data: &Vectors) -> Res<(GpuIndex, Machinery)> {
+fn build(gpu: &Gpu, args: &Args, data: &Vectors) -> Res<(GpuIndex, UvmRuntime)> {
     let sample = data.prefix(args.nlist * 32);
     let mut index = workload::build_index(gpu, data, &sample, args.nlist, 8, args.seed)?;
     let profile = MachineProfile::cached_or_probe(gpu)?;
@@ -135,17 +135,17 @@ fn build(gpu: &Gpu, args: &Args, data: &Vectors) -> Res<(GpuIndex, Machinery)> {
         threads: args.service_threads,
         ..ServiceConfig::default()
     };
-    let mut mach = Machinery::new(gpu, args.nlist, profile, config)?;
+    let mut mach = UvmRuntime::new(gpu, args.nlist, profile, config)?;
     if !matches!(args.policy, Policy::GpuRequests | Policy::Auto) {
         // Only GPU-driven requests use the prefetch service.
         mach.stop_service();
     }
-    let t = index.prepare(args.policy)?;
+    let t = index.lists_mut().prepare(args.policy)?;
     println!(
         "set up for {} in {:.0} ms (mapped for the GPU: {})",
         args.policy.name(),
         t * 1e3,
-        index.is_mapped_for_gpu()
+        index.lists().is_mapped_for_gpu()
     );
     Ok((index, mach))
 }
@@ -155,7 +155,7 @@ fn build(gpu: &Gpu, args: &Args, data: &Vectors) -> Res<(GpuIndex, Machinery)> {
 fn search(
     args: &Args,
     index: &mut GpuIndex,
-    mach: &mut Machinery,
+    mach: &mut UvmRuntime,
     queries: &Vectors,
 ) -> Res<(SearchOutcome, bool)> {
     let params = SearchParams {

@@ -9,10 +9,10 @@
 //! when a batch has another size, the kernels' arguments and grids are updated in
 //! the instantiated graph ([`lookahead::graph::Graph::update`]), not captured again. Only
 //! policies whose search is stream work alone can be a graph: everything resident
-//! ([`Policy::Faults`] after [`GpuIndex::make_resident`]) and the GPU-driven pull
-//! ([`Policy::GpuPull`]); the others need the host between kernels, and the driver refuses
-//! prefetches and advice inside a capture (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, see
-//! `docs/graphs.md`).
+//! ([`Policy::Faults`] after [`lookahead_uvm::PolicyBuffer::make_resident`]) and the
+//! GPU-driven pull ([`Policy::GpuPull`]); the others need the host between kernels, and the
+//! driver refuses prefetches and advice inside a capture
+//! (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, see `docs/graphs.md`).
 
 use cudarc::driver::{result, sys, CudaStream};
 use ivf_kernels::{HINT_NONE, K, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS};
@@ -100,8 +100,9 @@ impl BatchSearch {
 
 impl GpuIndex {
     /// A small-batch search of up to `capacity` queries under `params.policy`, which must
-    /// be [`Policy::Faults`] (with the lists resident, see [`GpuIndex::make_resident`]) or
-    /// [`Policy::GpuPull`] (prepared here). Allocates the search buffers for `capacity`.
+    /// be [`Policy::Faults`] (with the lists resident, see
+    /// [`lookahead_uvm::PolicyBuffer::make_resident`]) or [`Policy::GpuPull`] (prepared
+    /// here). Allocates the search buffers for `capacity`.
     pub fn batch_search(&mut self, capacity: usize, params: SearchParams) -> Result<BatchSearch> {
         if !matches!(params.policy, Policy::Faults | Policy::GpuPull) || capacity == 0 {
             return Err(Error::InvalidArgument {
@@ -112,7 +113,7 @@ impl GpuIndex {
                 ),
             });
         }
-        self.prepare(params.policy)?;
+        self.lists.prepare(params.policy)?;
         let dim = self.layout.dim;
         // Room for every batch size: smaller ones scan smaller items (more of them) and
         // split the coarse step into more slices.

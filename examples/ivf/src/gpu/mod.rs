@@ -1,26 +1,20 @@
-//! The IVF search on the GPU, with the lists in managed memory and a Unified Memory
-//! [`Policy`] chosen per search.
+//! The IVF search on the GPU, with the lists in managed memory under a Unified Memory
+//! [`Policy`] chosen per search: the lists are a [`PolicyBuffer`] whose ranges are the
+//! lists, and `lookahead-uvm` carries the policy out.
 
 mod batch;
 mod buffers;
 mod search;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use ivf_kernels::{coarse_config, DEFAULT_CHUNK_ROWS, SCAN_THREADS};
-use lookahead::prefetch::PrefetchPool;
-use lookahead::{
-    Advice, DriverContext, Error, Gpu, Location, ManagedBuffer, PrefetchEngine, PrefetchOptions,
-    Result,
-};
-use lookahead_uvm::{
-    AccessPattern, MachineProfile, Policy, PrefetchService, RequestRing, ServiceConfig,
-};
+use lookahead::{DriverContext, Error, Gpu, ManagedBuffer, Result};
+use lookahead_uvm::{AccessPattern, Policy, PolicyBuffer};
 
 pub use batch::{BatchSearch, Submit};
-use buffers::{fill32, Buffers, Capacity};
+use buffers::{Buffers, Capacity};
 
 use crate::data::Vectors;
 use crate::index::IvfLayout;
@@ -31,15 +25,13 @@ pub struct GpuIndex {
     gpu: Gpu,
     stream: Arc<CudaStream>,
     layout: IvfLayout,
-    lists: ManagedBuffer<f32>,
+    /// The list vectors, list-major, one range per list (its pull counter and request flag
+    /// are the list's number). The lists never change after [`GpuIndex::new`], so what the
+    /// pull cached stays valid until [`PolicyBuffer::evict_to_host`].
+    lists: PolicyBuffer<f32>,
     offsets: CudaSlice<u64>,
     ids: CudaSlice<u32>,
     centroids_q: CudaSlice<f32>,
-    /// Whether the lists have accessed-by advice for this GPU (see [`GpuIndex::map_for_gpu`]).
-    mapped_for_gpu: bool,
-    /// Whether mapping also sets the preferred location to the host.
-    prefer_host: bool,
-    pull: PullCache,
     chunk_rows: u32,
     max_list_len: usize,
     /// Blocks of the scan that are resident on the GPU at once.
@@ -57,21 +49,8 @@ struct BuffersId {
     generation: u64,
 }
 
-/// The device-memory copy of the lists that [`Policy::GpuPull`] reads: `data` has the
-/// layout of the managed lists (allocated at the first pull), and `copied[l]` counts list
-/// `l`'s copied chunks; a list is cached when the count is complete. The lists never change
-/// after [`GpuIndex::new`], so a cached list stays valid until
-/// [`GpuIndex::evict_to_host`] empties the cache.
-struct PullCache {
-    data: Option<CudaSlice<f32>>,
-    copied: CudaSlice<u32>,
-}
-
 /// Numbers each index, for [`BuffersId`].
 static NEXT_INDEX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Device memory left free beside the pull cache (for the search buffers and other work).
-const PULL_CACHE_HEADROOM: usize = 1 << 30;
 
 /// One search's knobs.
 #[derive(Debug, Clone, Copy)]
@@ -129,64 +108,6 @@ pub struct SearchOutcome {
     pub pull_copy_seconds: f64,
 }
 
-/// Long-lived machinery shared by searches: the request ring and its service, the
-/// prefetch engine (both issuing from one pool of prefetch threads), and the machine profile
-/// `Auto` decides from.
-pub struct Machinery {
-    ring: Arc<RequestRing>,
-    service: Option<PrefetchService>,
-    engine: PrefetchEngine,
-    /// The probe's measurements (for `Auto`).
-    pub profile: MachineProfile,
-    /// How long a scan warp waits for its list before reading through faults.
-    pub wait: Duration,
-}
-
-impl Machinery {
-    /// Ring sized for `nlist` flags, the service started, the engine and the profile ready.
-    pub fn new(
-        gpu: &Gpu,
-        nlist: usize,
-        profile: MachineProfile,
-        service: ServiceConfig,
-    ) -> Result<Self> {
-        Self::with_engine(gpu, nlist, profile, service, PrefetchOptions::default())
-    }
-
-    /// [`Machinery::new`] with the host prefetch engine's options (host-selected and
-    /// prefetch-all policies) given. The service and the engine share one pool of
-    /// `max(service.threads, engine.threads)` threads.
-    pub fn with_engine(
-        gpu: &Gpu,
-        nlist: usize,
-        profile: MachineProfile,
-        service: ServiceConfig,
-        engine: PrefetchOptions,
-    ) -> Result<Self> {
-        let ring = Arc::new(RequestRing::new(gpu, (nlist as u32).max(64), nlist as u32)?);
-        let threads = service.threads.max(engine.threads);
-        let pool = Arc::new(PrefetchPool::new(gpu, threads)?);
-        let service = Some(PrefetchService::start_with_pool(
-            ring.clone(),
-            pool.clone(),
-            service,
-        )?);
-        let engine = PrefetchEngine::with_pool(pool, engine)?;
-        Ok(Machinery {
-            ring,
-            service,
-            engine,
-            profile,
-            wait: Duration::from_secs(2),
-        })
-    }
-
-    /// Stops the service (requests still in the ring are served first).
-    pub fn stop_service(&mut self) -> Option<lookahead_uvm::ServiceReport> {
-        self.service.take().map(PrefetchService::stop)
-    }
-}
-
 impl GpuIndex {
     /// Uploads an index: `vectors` in list-major order (as `layout.scatter` writes them).
     pub fn new(gpu: &Gpu, layout: IvfLayout, data: &Vectors) -> Result<Self> {
@@ -214,9 +135,7 @@ impl GpuIndex {
             .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
         let sm_count = gpu.capabilities()?.sm_count.max(1);
         let scan_capacity = per_sm.max(1) * sm_count;
-        let copied = stream
-            .alloc_zeros::<u32>(layout.nlist().max(1))
-            .during("cuMemAlloc")?;
+        let lists = PolicyBuffer::new(lists, layout.nlist(), &stream)?;
         Ok(GpuIndex {
             gpu: gpu.clone(),
             stream,
@@ -225,9 +144,6 @@ impl GpuIndex {
             offsets,
             ids,
             centroids_q,
-            mapped_for_gpu: false,
-            prefer_host: false,
-            pull: PullCache { data: None, copied },
             chunk_rows: DEFAULT_CHUNK_ROWS,
             max_list_len,
             scan_capacity,
@@ -249,137 +165,21 @@ impl GpuIndex {
         self.lists.num_bytes() as u64
     }
 
+    /// The list vectors under their policies.
+    pub fn lists(&self) -> &PolicyBuffer<f32> {
+        &self.lists
+    }
+
+    /// The list vectors under their policies: to set up a policy before the searches
+    /// ([`PolicyBuffer::prepare`], [`PolicyBuffer::set_prefer_host`]), make them resident
+    /// or move them back to the host.
+    pub fn lists_mut(&mut self) -> &mut PolicyBuffer<f32> {
+        &mut self.lists
+    }
+
     /// The stream searches run on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
-    }
-
-    /// A cold start for the next search: moves every list page to the host, empties the
-    /// pull cache, and tells `mach`'s ring that nothing it brought over is resident any
-    /// more. The mapping ([`GpuIndex::map_for_gpu`]) stays as it is.
-    pub fn evict_to_host(&mut self, mach: &Machinery) -> Result<()> {
-        self.lists.prefetch(Location::Host, &self.stream)?;
-        let copied = lookahead::untracked::UntrackedMut::new(&mut self.pull.copied, &self.stream);
-        fill32(
-            copied.device_ptr(),
-            self.layout.nlist().max(1),
-            0,
-            &self.stream,
-        )?;
-        self.stream.synchronize().during("cuStreamSynchronize")?;
-        mach.ring.forget_resident();
-        Ok(())
-    }
-
-    /// Moves every list page to the GPU (the everything-resident baseline), unmapped.
-    pub fn make_resident(&mut self) -> Result<()> {
-        self.map_for_gpu(false)?;
-        self.lists
-            .prefetch(Location::Device(self.gpu.ordinal()), &self.stream)?;
-        self.stream.synchronize().during("cuStreamSynchronize")
-    }
-
-    /// Maps the lists for this GPU (accessed-by advice: the GPU reads host-resident pages
-    /// over the interconnect instead of faulting them over), or removes the mapping.
-    /// [`Policy::RemoteMap`] and [`Policy::GpuPull`] need it, the fault-driven policies
-    /// need it off, and the others work either way; a search changes it when its policy
-    /// needs, so call this once at set-up to keep its cost out of the searches. Mapping
-    /// costs about 30-50 ms per GiB on the H100 (driver 580.159.04) (the driver maps every
-    /// host-resident page); unmapping is nearly free. Returns the seconds it took (0 when
-    /// nothing changed).
-    pub fn map_for_gpu(&mut self, on: bool) -> Result<f64> {
-        if on == self.mapped_for_gpu {
-            return Ok(0.0);
-        }
-        let t = Instant::now();
-        let me = Location::Device(self.gpu.ordinal());
-        if on {
-            if self.prefer_host {
-                self.lists
-                    .advise(Advice::SetPreferredLocation(Location::Host))?;
-            }
-            self.lists.advise(Advice::SetAccessedBy(me))?;
-        } else {
-            self.lists.advise(Advice::UnsetAccessedBy(me))?;
-            if self.prefer_host {
-                self.lists.advise(Advice::UnsetPreferredLocation)?;
-            }
-        }
-        self.mapped_for_gpu = on;
-        Ok(t.elapsed().as_secs_f64())
-    }
-
-    /// Whether [`GpuIndex::map_for_gpu`] also sets the host as the lists' preferred
-    /// location (so the driver never moves mapped pages to the GPU on its own; clearing it
-    /// again costs about as much as a migration's page-table work). When the lists are
-    /// mapped, they are mapped again with the new setting; returns the seconds that took.
-    pub fn set_prefer_host(&mut self, on: bool) -> Result<f64> {
-        if on == self.prefer_host {
-            return Ok(0.0);
-        }
-        let was = self.mapped_for_gpu;
-        let mut t = self.map_for_gpu(false)?;
-        self.prefer_host = on;
-        if was {
-            t += self.map_for_gpu(true)?;
-        }
-        Ok(t)
-    }
-
-    /// Sets up what `policy` needs before a search, so that the search does not pay for it:
-    /// the mapping ([`GpuIndex::map_for_gpu`]: on for the policies that read through it,
-    /// off for the fault-driven ones, unchanged for the others) and, for
-    /// [`Policy::GpuPull`], its device-memory cache. For [`Policy::Auto`] it sets up what
-    /// the pull needs (where the cache fits), which leaves `Auto` every policy to choose
-    /// from at no set-up cost. Returns the seconds it took.
-    pub fn prepare(&mut self, policy: Policy) -> Result<f64> {
-        let t = Instant::now();
-        let pull = policy == Policy::GpuPull || (policy == Policy::Auto && self.pull_cache_fits());
-        if policy.maps_for_gpu() || pull {
-            self.map_for_gpu(true)?;
-        } else if policy.needs_faults() {
-            self.map_for_gpu(false)?;
-        }
-        if pull {
-            self.pull_cache()?;
-        }
-        Ok(t.elapsed().as_secs_f64())
-    }
-
-    /// Whether the lists are mapped for this GPU.
-    pub fn is_mapped_for_gpu(&self) -> bool {
-        self.mapped_for_gpu
-    }
-
-    /// Whether [`Policy::GpuPull`] can run: its cache is allocated, or fits in free device
-    /// memory with `PULL_CACHE_HEADROOM` (1 GiB) to spare.
-    pub fn pull_cache_fits(&self) -> bool {
-        self.pull.data.is_some()
-            || self
-                .gpu
-                .memory_info()
-                .is_ok_and(|(free, _)| free >= self.lists.num_bytes() + PULL_CACHE_HEADROOM)
-    }
-
-    /// Allocates the pull cache if it is not yet, refusing (with
-    /// [`Error::OutOfMemory`]) when it would leave less than [`PULL_CACHE_HEADROOM`] free.
-    fn pull_cache(&mut self) -> Result<()> {
-        if self.pull.data.is_some() {
-            return Ok(());
-        }
-        let bytes = self.lists.num_bytes();
-        let (free, _) = self.gpu.memory_info()?;
-        if free < bytes + PULL_CACHE_HEADROOM {
-            return Err(Error::OutOfMemory {
-                during: "GpuIndex pull cache (device memory the size of the lists)",
-                requested: bytes,
-                available: free.saturating_sub(PULL_CACHE_HEADROOM),
-            });
-        }
-        // SAFETY: `pull_scan` reads a list's part only after copying it there (`copied`).
-        let data = unsafe { self.stream.alloc::<f32>(self.lists.len()) }.during("cuMemAlloc")?;
-        self.pull.data = Some(data);
-        Ok(())
     }
 
     /// What `Auto` is told before a search of `nq` queries with `nprobe` probes: the
@@ -392,15 +192,12 @@ impl GpuIndex {
         let draws = (nq * nprobe) as f64;
         let fraction = 1.0 - (1.0 - 1.0 / nlist).powf(draws);
         let total = self.index_bytes();
-        AccessPattern {
-            total_bytes: total,
-            needed_bytes: (fraction * total as f64) as u64,
-            ranges: (nlist * fraction * (1.0 - fraction)).ceil().max(1.0) as u64,
+        self.lists.access_pattern(
+            (fraction * total as f64) as u64,
+            (nlist * fraction * (1.0 - fraction)).ceil().max(1.0) as u64,
             // A list probed by several queries of the batch is read once per query.
-            expected_passes: passes * (draws / (nlist * fraction).max(1.0)).max(1.0),
-            mapped_for_gpu: self.mapped_for_gpu,
-            device_cache: self.pull_cache_fits(),
-        }
+            passes * (draws / (nlist * fraction).max(1.0)).max(1.0),
+        )
     }
 
     /// The search buffers, grown (by half again, so a few sizes settle) when `need` does

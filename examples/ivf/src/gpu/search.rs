@@ -16,11 +16,11 @@ use ivf_kernels::{
 };
 use lookahead::launch::{GpuMemory, KernelSliceMut, LaunchConfig};
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
-use lookahead::{ByteRange, DriverContext, Error, Location, ManagedBuffer, PrefetchTicket, Result};
-use lookahead_uvm::{policy, Policy, RingQueue};
+use lookahead::{DriverContext, Error, Result};
+use lookahead_uvm::{Policy, PolicyBuffer, RingQueue, Staging, UvmRuntime};
 
 use super::buffers::{fill32, Buffers, Capacity};
-use super::{GpuIndex, Machinery, PullCache, SearchOutcome, SearchParams};
+use super::{GpuIndex, SearchOutcome, SearchParams};
 use crate::data::Vectors;
 use crate::index::IvfLayout;
 
@@ -50,11 +50,10 @@ pub(super) struct Shape {
 pub(super) struct Search<'a> {
     pub(super) s: &'a Arc<CudaStream>,
     layout: &'a IvfLayout,
-    lists: &'a ManagedBuffer<f32>,
+    lists: &'a mut PolicyBuffer<f32>,
     offsets: &'a CudaSlice<u64>,
     ids: &'a CudaSlice<u32>,
     centroids_q: &'a CudaSlice<f32>,
-    pull: &'a mut PullCache,
     pub(super) b: &'a mut Buffers,
     pub(super) shape: Shape,
 }
@@ -96,39 +95,30 @@ impl Timeline {
 
 impl GpuIndex {
     /// Searches `queries` for their `K` nearest neighbours under `params.policy` (`Auto`
-    /// chooses per search), with the ring, service and engine of `mach`.
+    /// chooses per search), with the ring, service and engine of `rt`.
     pub fn search(
         &mut self,
         queries: &Vectors,
         params: SearchParams,
-        mach: &mut Machinery,
+        rt: &UvmRuntime,
     ) -> Result<SearchOutcome> {
         let shape = self.shape(queries, params)?;
         self.buffers(Capacity::of(&shape))?;
         self.stream.synchronize().during("cuStreamSynchronize")?;
         let started = Instant::now();
-        let chosen = match params.policy {
-            Policy::Auto => policy::choose(
-                &self.expected_pattern(shape.nq, shape.nprobe, params.expected_passes),
-                &mach.profile,
-            ),
-            p => p,
-        };
-        // The mapping and pull cache the chosen policy needs (nothing when set up already).
-        self.prepare(chosen)?;
-        let me = Location::Device(self.gpu.ordinal());
-        // Prefetch-all starts before the coarse step, so the two overlap.
-        let whole = match chosen {
-            Policy::PrefetchAll => Some(mach.engine.prefetch(&[self.lists.byte_range()], me)?),
-            _ => None,
-        };
+        let chosen = rt.resolve(params.policy, || {
+            self.expected_pattern(shape.nq, shape.nprobe, params.expected_passes)
+        });
+        // The mapping and pull cache the chosen policy needs (nothing when set up already);
+        // prefetch-all starts before the coarse step, so the two overlap.
+        let mut staging = self.lists.stage(chosen, rt)?;
         let scan_blocks = match params.max_blocks {
             0 => self.scan_capacity,
             n => n.min(self.scan_capacity),
         };
         let mut run = self.begin(shape);
         let timeline = Timeline::new(run.s)?;
-        let (dist, ids) = run.run(queries, chosen, params, mach, whole, &timeline, scan_blocks)?;
+        let (dist, ids) = run.run(queries, &mut staging, params, &timeline, scan_blocks)?;
         let seconds = started.elapsed().as_secs_f64();
         run.outcome(chosen, dist, ids, seconds, &timeline)
     }
@@ -180,7 +170,6 @@ impl GpuIndex {
             offsets,
             ids,
             centroids_q,
-            pull,
             buffers,
             ..
         } = self;
@@ -191,7 +180,6 @@ impl GpuIndex {
             offsets,
             ids,
             centroids_q,
-            pull,
             b: buffers.as_mut().expect("allocated before the search"),
             shape,
         }
@@ -210,14 +198,14 @@ struct IndexViews<'a> {
 
 impl<'a> IndexViews<'a> {
     fn new(
-        lists: &'a ManagedBuffer<f32>,
+        vectors: UntrackedManaged<'a, f32>,
         offsets: &'a CudaSlice<u64>,
         ids: &'a CudaSlice<u32>,
         s: &CudaStream,
         shape: Shape,
     ) -> Self {
         IndexViews {
-            vectors: UntrackedManaged::new(lists),
+            vectors,
             offsets: U::new(offsets, s),
             ids: U::new(ids, s),
             dim: shape.dim as u32,
@@ -238,27 +226,20 @@ impl<'a> IndexViews<'a> {
 
 impl Search<'_> {
     /// Every step, from uploading the queries to the results back on the host.
-    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         queries: &Vectors,
-        chosen: Policy,
+        staging: &mut Staging<'_>,
         params: SearchParams,
-        mach: &Machinery,
-        whole: Option<PrefetchTicket>,
         timeline: &Timeline,
         scan_blocks: u32,
     ) -> Result<(Vec<f32>, Vec<u32>)> {
-        let queue = match chosen {
-            Policy::GpuRequests => mach.ring.queue(mach.wait),
-            _ => RingQueue::disabled(),
-        };
-        let pulling = chosen == Policy::GpuPull;
+        let (queue, pulling) = (staging.queue(), staging.pulls());
         self.upload(queries)?;
         timeline.mark(Mark::BeforeCoarse, self.s)?;
         self.coarse()?;
         self.plan(queue, pulling)?;
-        self.host_work(chosen, mach, whole)?;
+        self.host_work(staging)?;
         timeline.mark(Mark::BeforeScan, self.s)?;
         let grid = LaunchConfig::new((scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
         if pulling {
@@ -266,12 +247,12 @@ impl Search<'_> {
                 0 => PULL_COPY_EVERY_NTH_SM,
                 n => n,
             };
-            let wait_us = mach.wait.as_micros().min(u32::MAX as u128) as u32;
-            self.pull_scan(grid, copy_every, wait_us)?;
+            self.pull_scan(grid, copy_every, staging.wait_us())?;
         } else {
-            let hints = match chosen {
-                Policy::KernelHints => HINT_L2,
-                _ => HINT_NONE,
+            let hints = if staging.kernel_hints() {
+                HINT_L2
+            } else {
+                HINT_NONE
             };
             self.scan(grid, hints, queue)?;
         }
@@ -351,10 +332,11 @@ impl Search<'_> {
     /// The plan: probed lists, requests (through `queue`) or the pull's copy list, work items.
     pub(super) fn plan(&mut self, queue: RingQueue<'_>, pulling: bool) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
+        let (vectors, mut copied) = self.lists.counter_views();
+        let views = IndexViews::new(vectors, self.offsets, self.ids, s, sh);
         let index = views.args();
         let pull = PullPlanArgs {
-            copied: &mut UM::new(&mut self.pull.copied, s),
+            copied: &mut copied,
             copy_first: &mut UM::new(&mut b.copy_first, s),
         };
         let out = PlanOutArgs {
@@ -377,7 +359,7 @@ impl Search<'_> {
     /// pair, nothing counted per list, asked for or copied.
     pub(super) fn plan_pairs(&mut self) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
+        let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
         let index = views.args();
         let out = PairPlanOutArgs {
             pair_cand_off: &mut UM::prefix(&mut b.pair_cand_off, sh.pairs + 1, s)?,
@@ -391,37 +373,19 @@ impl Search<'_> {
     }
 
     /// What the chosen policy does on the host between the plan and the scan: host-selected
-    /// learns the probed lists (one round trip) and prefetches them; prefetch-all waits for
-    /// its prefetch.
-    fn host_work(
-        &mut self,
-        chosen: Policy,
-        mach: &Machinery,
-        whole: Option<PrefetchTicket>,
-    ) -> Result<()> {
-        let s = self.s;
-        if let Some(mut t) = whole {
-            t.wait_on(s)?;
-        }
-        if chosen != Policy::HostSelected {
-            return Ok(());
-        }
-        let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
-        let probed = s.clone_dtoh(&self.b.probed).during("cuMemcpyDtoH")?;
-        let (base, dim) = (self.lists.device_ptr(), self.shape.dim as u64);
-        let ranges: Vec<ByteRange> = probed[..Total::ProbedLists.of(&totals)]
-            .iter()
-            .filter(|&&l| self.layout.list_bytes(l as usize) > 0)
-            .map(|&l| ByteRange {
-                start: base + self.layout.offsets[l as usize] * dim * 4,
-                len: self.layout.list_bytes(l as usize),
-            })
-            .collect();
-        if !ranges.is_empty() {
-            let me = Location::Device(self.lists.gpu().ordinal());
-            mach.engine.prefetch(&ranges, me)?.wait_on(s)?;
-        }
-        Ok(())
+    /// learns the probed lists (one round trip) and has them prefetched; prefetch-all waits
+    /// for its prefetch.
+    fn host_work(&mut self, staging: &mut Staging<'_>) -> Result<()> {
+        let (s, b, layout, dim) = (self.s, &*self.b, self.layout, self.shape.dim);
+        staging.before_read(self.lists, || {
+            let totals = s.clone_dtoh(&b.totals).during("cuMemcpyDtoH")?;
+            let probed = s.clone_dtoh(&b.probed).during("cuMemcpyDtoH")?;
+            let list = |l: u32| layout.offsets[l as usize] as usize * dim;
+            Ok(probed[..Total::ProbedLists.of(&totals)]
+                .iter()
+                .map(|&l| list(l)..list(l + 1))
+                .collect())
+        })
     }
 
     pub(super) fn scan(
@@ -431,7 +395,7 @@ impl Search<'_> {
         queue: RingQueue<'_>,
     ) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
+        let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
         let (queries, probes) = (
             U::prefix(&b.queries, sh.nq * sh.dim, s)?,
             U::prefix(&b.probes, sh.pairs, s)?,
@@ -490,7 +454,8 @@ impl Search<'_> {
         wait_us: u32,
     ) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let views = IndexViews::new(self.lists, self.offsets, self.ids, s, sh);
+        let mut lists = self.lists.pull_views()?;
+        let views = IndexViews::new(lists.data, self.offsets, self.ids, s, sh);
         let (queries, probes) = (
             U::prefix(&b.queries, sh.nq * sh.dim, s)?,
             U::prefix(&b.probes, sh.pairs, s)?,
@@ -502,7 +467,6 @@ impl Search<'_> {
             U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
         );
         let (wanted, copy_first) = (U::new(&b.wanted, s), U::new(&b.copy_first, s));
-        let cache = self.pull.data.as_mut().expect("allocated when chosen");
         ivf_kernels::pull_scan::launch(
             s,
             grid,
@@ -520,8 +484,8 @@ impl Search<'_> {
                 pair_cand_off: &pair_cand_off,
             },
             PullArgs {
-                cache: &mut UM::new(cache, s),
-                copied: &mut UM::new(&mut self.pull.copied, s),
+                cache: &mut lists.cache,
+                copied: &mut lists.counters,
                 wanted: &wanted,
                 copy_first: &copy_first,
                 work: &mut UM::new(&mut b.work, s),

@@ -8,9 +8,9 @@ use lookahead::{Error, Gpu, PrefetchOptions};
 use lookahead_bench::progress::{progress_bar, ProgressBar};
 use lookahead_bench::stats::{gb_per_s, median, Summary};
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{vectors_that_fit, GpuIndex, Machinery, SearchOutcome, SearchParams};
+use lookahead_ivf::gpu::{vectors_that_fit, GpuIndex, SearchOutcome, SearchParams};
 use lookahead_ivf::workload::{self, Batches};
-use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
+use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
 use crate::{Args, Res, GIB};
 
@@ -109,7 +109,7 @@ pub fn build_index(gpu: &Gpu, args: &Args, n: usize) -> lookahead::Result<Built>
     let data = spec.points(n, 0, None);
     let sample = data.prefix(args.nlist * 32);
     let mut index = workload::build_index(gpu, &data, &sample, args.nlist, 8, args.seed)?;
-    index.set_prefer_host(args.prefer_host)?;
+    index.lists_mut().set_prefer_host(args.prefer_host)?;
     let lens: Vec<usize> = (0..args.nlist)
         .map(|l| index.layout().list_len(l))
         .collect();
@@ -137,7 +137,11 @@ pub fn build_index(gpu: &Gpu, args: &Args, n: usize) -> lookahead::Result<Built>
 }
 
 /// The prefetch service and the host engine, configured from the flags.
-pub fn machinery(gpu: &Gpu, args: &Args, profile: &MachineProfile) -> lookahead::Result<Machinery> {
+pub fn machinery(
+    gpu: &Gpu,
+    args: &Args,
+    profile: &MachineProfile,
+) -> lookahead::Result<UvmRuntime> {
     let config = ServiceConfig {
         threads: args.service_threads,
         min_batch_bytes: args.service_min_batch_kib << 10,
@@ -148,7 +152,7 @@ pub fn machinery(gpu: &Gpu, args: &Args, profile: &MachineProfile) -> lookahead:
         piece_bytes: args.engine_piece_mib << 20,
         ..PrefetchOptions::default()
     };
-    Machinery::with_engine(gpu, args.nlist, profile.clone(), config, engine)
+    UvmRuntime::with_engine(gpu, args.nlist, profile.clone(), config, engine)
 }
 
 /// What the run found, beside the rows.
@@ -185,7 +189,7 @@ struct Resident {
 pub struct Session<'a> {
     args: &'a Args,
     built: &'a mut Built,
-    mach: &'a mut Machinery,
+    mach: &'a mut UvmRuntime,
     bar: ProgressBar,
     found: Found,
 }
@@ -193,7 +197,7 @@ pub struct Session<'a> {
 impl<'a> Session<'a> {
     /// A session over `built` with `mach`, its progress bar counting every fraction's
     /// baseline and policies.
-    pub fn new(args: &'a Args, built: &'a mut Built, mach: &'a mut Machinery) -> Self {
+    pub fn new(args: &'a Args, built: &'a mut Built, mach: &'a mut UvmRuntime) -> Self {
         let bar = progress_bar((args.percent.len() * (args.policies.len() + 1)) as u64);
         Session {
             args,
@@ -246,7 +250,7 @@ impl<'a> Session<'a> {
             &mut *self.mach,
             params(self.args, Policy::Faults),
         );
-        index.make_resident()?;
+        index.lists_mut().make_resident()?;
         // Warm-up, and the reference answers.
         let cold_ref = index.search(&b.cold, faults, mach)?;
         let warm_ref = index.search(&b.warm, faults, mach)?;
@@ -285,14 +289,14 @@ impl<'a> Session<'a> {
         let mut same = true;
         for _ in 0..self.args.reps {
             // What each policy needs set up (the mapping, the pull cache), before the timed
-            // search: a per-index set-up (`GpuIndex::prepare`); Auto gets the index as one
+            // search: a per-index set-up (`PolicyBuffer::prepare`); Auto gets the index as one
             // set up for its pull would be.
-            let was_mapped = index.is_mapped_for_gpu();
-            let t = index.prepare(policy)?;
-            if !was_mapped && index.is_mapped_for_gpu() {
+            let was_mapped = index.lists().is_mapped_for_gpu();
+            let t = index.lists_mut().prepare(policy)?;
+            if !was_mapped && index.lists().is_mapped_for_gpu() {
                 self.found.mapping_s.push(t);
             }
-            index.evict_to_host(mach)?;
+            index.lists_mut().evict_to_host(mach)?;
             let c = index.search(&b.cold, p, mach)?;
             let w = index.search(&b.warm, p, mach)?;
             same &= c.ids == resident.cold_ref.ids && w.ids == resident.warm_ref.ids;

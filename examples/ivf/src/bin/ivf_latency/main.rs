@@ -24,9 +24,8 @@ use lookahead::Gpu;
 use lookahead_bench::args::{at_least, at_most, float_range, in_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
-use lookahead_ivf::gpu::Machinery;
 use lookahead_ivf::workload;
-use lookahead_uvm::{MachineProfile, Policy, ServiceConfig};
+use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 use rand::{rngs::StdRng, SeedableRng};
 
 type Res<T> = Result<T, Box<dyn StdError>>;
@@ -98,7 +97,7 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
     let header = RunHeader::for_gpu(gpu)?;
     print!("{}", header.markdown());
     let (spec, mut index) = measure::build_index(gpu, args)?;
-    let mut mach = Machinery::new(
+    let mut mach = UvmRuntime::new(
         gpu,
         args.nlist,
         MachineProfile::cached_or_probe(gpu)?,

@@ -5,11 +5,9 @@ use std::time::{Duration, Instant};
 
 use lookahead::Gpu;
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{
-    vectors_that_fit, BatchSearch, GpuIndex, Machinery, SearchParams, Submit,
-};
+use lookahead_ivf::gpu::{vectors_that_fit, BatchSearch, GpuIndex, SearchParams, Submit};
 use lookahead_ivf::workload;
-use lookahead_uvm::Policy;
+use lookahead_uvm::{Policy, UvmRuntime};
 
 use crate::{Args, Res};
 
@@ -87,14 +85,14 @@ fn params(args: &Args, policy: Policy) -> SearchParams {
 /// the pull, which caches them while the references are found), each printed as measured.
 pub fn policy(
     index: &mut GpuIndex,
-    mach: &mut Machinery,
+    mach: &mut UvmRuntime,
     pools: &[Vec<Vectors>],
     policy: Policy,
     args: &Args,
 ) -> Res<Vec<Row>> {
     match policy {
-        Policy::Faults => index.make_resident()?,
-        _ => index.evict_to_host(mach)?,
+        Policy::Faults => index.lists_mut().make_resident()?,
+        _ => index.lists_mut().evict_to_host(mach)?,
     }
     let max = args.sizes.iter().copied().max().unwrap_or(1);
     let mut batch = index.batch_search(max, params(args, policy))?;
@@ -134,7 +132,7 @@ pub fn policy(
 fn references(
     index: &mut GpuIndex,
     batch: &mut BatchSearch,
-    mach: &mut Machinery,
+    mach: &mut UvmRuntime,
     pool: &[Vectors],
     params: SearchParams,
 ) -> Res<Vec<Vec<u32>>> {
@@ -213,7 +211,7 @@ fn measure(
 /// Back-to-back latencies of the full search on the timed batches.
 fn full_search(
     index: &mut GpuIndex,
-    mach: &mut Machinery,
+    mach: &mut UvmRuntime,
     pool: &[Vectors],
     params: SearchParams,
     args: &Args,
