@@ -30,7 +30,7 @@ mod storage;
 use std::marker::PhantomData;
 use std::path::Path;
 
-use lookahead::launch::{GpuMemory, HostMemory, KernelValue, MemorySpace};
+use lookahead::launch::{GpuMemory, HostMemory, KernelValue, TargetMemory};
 use lookahead::Gpu;
 use lookahead_device::cache::HostCached;
 use lookahead_device::DeviceCopy;
@@ -293,8 +293,8 @@ enum Storage<T> {
 }
 
 /// Data in host memory with a GPU-driven cache of it in device memory, for kernels in
-/// memory space `M` ([`GpuMemory`]: a GPU; [`HostMemory`]: the CPU emulator).
-pub struct HostCache<T, M: MemorySpace = GpuMemory> {
+/// target memory `M` ([`GpuMemory`]: a GPU; [`HostMemory`]: the CPU emulator).
+pub struct HostCache<T, M: TargetMemory = GpuMemory> {
     storage: Storage<T>,
     len: usize,
     pages: usize,
@@ -305,9 +305,9 @@ pub struct HostCache<T, M: MemorySpace = GpuMemory> {
 
 // SAFETY: the raw pointers are owned allocations only this value frees; every access by
 // kernels follows the cache protocol.
-unsafe impl<T: Send, M: MemorySpace> Send for HostCache<T, M> {}
+unsafe impl<T: Send, M: TargetMemory> Send for HostCache<T, M> {}
 // SAFETY: `&HostCache` hands out views only; the tables are updated atomically.
-unsafe impl<T: Sync, M: MemorySpace> Sync for HostCache<T, M> {}
+unsafe impl<T: Sync, M: TargetMemory> Sync for HostCache<T, M> {}
 
 impl<T: DeviceCopy + Copy> HostCache<T, GpuMemory> {
     /// A cache on `gpu` of a copy of `data` in pinned host memory. Refuses (before
@@ -493,7 +493,7 @@ impl<T: DeviceCopy + Copy> HostCache<T, HostMemory> {
     }
 }
 
-impl<T: DeviceCopy + Copy, M: MemorySpace> HostCache<T, M> {
+impl<T: DeviceCopy + Copy, M: TargetMemory> HostCache<T, M> {
     /// The data in host memory (read-only: it must not change while pages of it are cached).
     pub fn data(&self) -> &[T] {
         match &self.storage {
@@ -596,7 +596,7 @@ impl<T, M> CacheView<'_, T, M> {
     }
 }
 
-impl<T: Copy + 'static, M: MemorySpace> KernelValue<HostCached<T>, M> for CacheView<'_, T, M> {
+impl<T: Copy + 'static, M: TargetMemory> KernelValue<HostCached<T>, M> for CacheView<'_, T, M> {
     fn bind<'b>(self, _args: &mut M::Args<'b>) -> HostCached<T>
     where
         Self: 'b,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use std::marker::PhantomData;
 
 use cudarc::driver::sys;
-use lookahead::launch::{GpuMemory, HostMemory, KernelValue, MemorySpace};
+use lookahead::launch::{GpuMemory, HostMemory, KernelValue, TargetMemory};
 use lookahead::{Error, Gpu, Result};
 use lookahead_device::uvm::requests::{
     QueueSettings, RequestQueue, RequestSlot, RingMemory, FALLBACK_BIT, MAX_GENERATION,
@@ -47,7 +47,7 @@ enum Backing {
 /// The kernel side gets a queue from [`RequestRing::queue`]; the host side is drained by one
 /// consumer (normally a [`crate::PrefetchService`]). Dropping a GPU ring waits for the work
 /// of its context first, so no kernel given one of its queues outlives it.
-pub struct RequestRing<M: MemorySpace = GpuMemory> {
+pub struct RequestRing<M: TargetMemory = GpuMemory> {
     backing: Backing,
     slots: *mut RequestSlot,
     tail: *mut u32,
@@ -65,22 +65,22 @@ pub struct RequestRing<M: MemorySpace = GpuMemory> {
 }
 
 /// One launch's queue of a [`RequestRing`], borrowing the ring: pass it where a kernel takes a
-/// [`RequestQueue`] (it is a [`KernelValue`] of one, in the ring's memory space only). Copy it
+/// [`RequestQueue`] (it is a [`KernelValue`] of one, in the ring's target memory only). Copy it
 /// to pass the same generation to several kernels of one search.
 #[derive(Debug)]
-pub struct RingQueue<'r, M: MemorySpace = GpuMemory> {
+pub struct RingQueue<'r, M: TargetMemory = GpuMemory> {
     queue: RequestQueue,
     _ring: PhantomData<&'r RequestRing<M>>,
 }
 
-impl<M: MemorySpace> Clone for RingQueue<'_, M> {
+impl<M: TargetMemory> Clone for RingQueue<'_, M> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<M: MemorySpace> Copy for RingQueue<'_, M> {}
+impl<M: TargetMemory> Copy for RingQueue<'_, M> {}
 
-impl<M: MemorySpace> RingQueue<'static, M> {
+impl<M: TargetMemory> RingQueue<'static, M> {
     /// A queue of no ring, for kernels that take a queue but should not request anything:
     /// every request falls back and nothing waits ([`RequestQueue::disabled`]).
     pub fn disabled() -> Self {
@@ -91,7 +91,7 @@ impl<M: MemorySpace> RingQueue<'static, M> {
     }
 }
 
-impl<M: MemorySpace> RingQueue<'_, M> {
+impl<M: TargetMemory> RingQueue<'_, M> {
     /// The generation this queue's requests and flags carry.
     pub fn generation(&self) -> u32 {
         self.queue.generation()
@@ -107,7 +107,7 @@ impl std::ops::Deref for RingQueue<'_, HostMemory> {
     }
 }
 
-impl<M: MemorySpace> KernelValue<RequestQueue, M> for RingQueue<'_, M> {
+impl<M: TargetMemory> KernelValue<RequestQueue, M> for RingQueue<'_, M> {
     fn bind<'b>(self, _args: &mut M::Args<'b>) -> RequestQueue
     where
         Self: 'b,
@@ -118,11 +118,11 @@ impl<M: MemorySpace> KernelValue<RequestQueue, M> for RingQueue<'_, M> {
 
 // SAFETY: the raw pointers are owned by the ring and only accessed atomically or under
 // `next`'s lock; the CUDA allocations are usable from any thread.
-unsafe impl<M: MemorySpace> Send for RequestRing<M> {}
+unsafe impl<M: TargetMemory> Send for RequestRing<M> {}
 // SAFETY: as above.
-unsafe impl<M: MemorySpace> Sync for RequestRing<M> {}
+unsafe impl<M: TargetMemory> Sync for RequestRing<M> {}
 
-impl<M: MemorySpace> std::fmt::Debug for RequestRing<M> {
+impl<M: TargetMemory> std::fmt::Debug for RequestRing<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestRing")
             .field("capacity", &self.capacity)
@@ -254,7 +254,7 @@ impl RequestRing<HostMemory> {
     }
 }
 
-impl<M: MemorySpace> RequestRing<M> {
+impl<M: TargetMemory> RequestRing<M> {
     /// Whether the ring is in GPU-visible memory (from [`RequestRing::new`]).
     pub fn is_on_gpu(&self) -> bool {
         matches!(self.backing, Backing::Cuda { .. })
@@ -414,7 +414,7 @@ impl<M: MemorySpace> RequestRing<M> {
     }
 }
 
-impl<M: MemorySpace> Drop for RequestRing<M> {
+impl<M: TargetMemory> Drop for RequestRing<M> {
     fn drop(&mut self) {
         if let Backing::Cuda {
             gpu,

@@ -6,6 +6,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::capabilities::Capabilities;
 use crate::error::{Capability, DriverContext, Error, Result};
+use crate::launch::per_context::ReleaseOnDrop;
 use crate::module::Module;
 
 /// One GPU: its primary context and a default stream for work submitted through it.
@@ -17,6 +18,9 @@ pub struct Gpu {
     cc: u32,
     allow_oversubscription: bool,
     caps: Arc<OnceLock<Capabilities>>,
+    /// Last, so it is dropped after the handles to the context above: it releases what the
+    /// launches loaded for contexts nothing else holds any more.
+    _release: ReleaseOnDrop,
 }
 
 impl Gpu {
@@ -41,6 +45,7 @@ impl Gpu {
             cc: (major * 10 + minor) as u32,
             allow_oversubscription: false,
             caps: Arc::default(),
+            _release: ReleaseOnDrop,
         })
     }
 

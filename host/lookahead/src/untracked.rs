@@ -73,7 +73,7 @@ impl<'a, T> Untracked<'a, T> {
     /// `slice`, for launches on `stream`. cudarc orders the slice's earlier writes before
     /// work queued on `stream` from now on; later launches are ordered by the caller.
     pub fn new(slice: &'a CudaSlice<T>, stream: &CudaStream) -> Self {
-        let outside = crate::graph::tracking_stream(stream);
+        let outside = crate::graph::recording::tracking_stream(stream);
         let (ptr, _sync) = slice.device_ptr(outside.as_deref().unwrap_or(stream));
         Untracked {
             ptr,
@@ -102,7 +102,7 @@ impl<'a, T> UntrackedMut<'a, T> {
     /// `slice`, for launches on `stream` that write it (see [`Untracked::new`]).
     pub fn new(slice: &'a mut CudaSlice<T>, stream: &CudaStream) -> Self {
         let len = slice.len();
-        let outside = crate::graph::tracking_stream(stream);
+        let outside = crate::graph::recording::tracking_stream(stream);
         let (ptr, _sync) = slice.device_ptr_mut(outside.as_deref().unwrap_or(stream));
         UntrackedMut {
             ptr,

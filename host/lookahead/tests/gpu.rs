@@ -63,6 +63,30 @@ macro_rules! add_one {
     }};
 }
 
+/// `module_for` keeps a context's module only while something outside it holds the context:
+/// a stream keeps it, and once the last handle is gone, the next dropped `Gpu` releases it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn modules_loaded_for_launches_go_with_their_context() {
+    static TABLE: &[(u32, &str)] = &[(70, ADD_ONE_PTX)];
+    let g = gpu();
+    let ctx = std::sync::Arc::downgrade(g.context());
+    let module = lookahead::launch::module_for(g.context(), TABLE).expect("module");
+    assert_eq!(module.arch(), 70);
+    let stream = g.context().new_stream().expect("stream");
+    drop((g, module));
+    assert!(
+        ctx.upgrade().is_some(),
+        "a stream of the context still holds it"
+    );
+    drop(stream);
+    drop(gpu());
+    assert!(
+        ctx.upgrade().is_none(),
+        "the loaded module kept its context alive after every handle was dropped"
+    );
+}
+
 fn pattern(n: usize) -> Vec<u32> {
     (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect()
 }

@@ -215,13 +215,13 @@ fn host_args(input: &DeriveInput, fields: &[(Ident, ParamField)]) -> TokenStream
     quote! {
         #[cfg(not(target_arch = "nvptx64"))]
         #[doc = #doc]
-        #vis struct #args_name<'a, M: #l::MemorySpace = #l::GpuMemory> {
+        #vis struct #args_name<'a, M: #l::TargetMemory = #l::GpuMemory> {
             #(#decls,)*
         }
 
         #[cfg(not(target_arch = "nvptx64"))]
-        impl<'a, M: #l::MemorySpace> #l::KernelValue<#name, M> for #args_name<'a, M> {
-            fn bind<'b>(self, args: &mut <M as #l::MemorySpace>::Args<'b>) -> #name
+        impl<'a, M: #l::TargetMemory> #l::KernelValue<#name, M> for #args_name<'a, M> {
+            fn bind<'b>(self, args: &mut <M as #l::TargetMemory>::Args<'b>) -> #name
             where
                 Self: 'b,
             {

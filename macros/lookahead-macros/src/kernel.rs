@@ -673,7 +673,7 @@ impl Kernel {
         let au = quote!(::lookahead::launch::autotune);
         let space = {
             let m = memory();
-            quote!(<#m as ::lookahead::launch::MemorySpace>)
+            quote!(<#m as ::lookahead::launch::TargetMemory>)
         };
         let lens = self.params.iter().map(Param::host_len);
         let rules = self.length_rules();
@@ -699,7 +699,7 @@ impl Kernel {
             #bounds
             #(#lens)*
             #rules
-            let #plan_id: #au::Plan = #plan;
+            let #plan_id: #au::Plan<'_> = #plan;
             let #variant = #plan_id.variant;
             let #entry_name: &'static str = #entry_of;
             let #prepared = ::lookahead::launch::LaunchOn::prepare(#on, #ptx, #entry_name)?;

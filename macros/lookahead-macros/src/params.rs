@@ -233,14 +233,14 @@ fn refused_path(id: &str) -> Option<String> {
     })
 }
 
-/// The launcher's memory space: `<__On as LaunchOn>::Memory`.
+/// The launcher's target memory: `<__On as LaunchOn>::Memory`.
 pub fn memory() -> TokenStream {
     quote!(<__On as ::lookahead::launch::LaunchOn>::Memory)
 }
 
 fn space() -> TokenStream {
     let m = memory();
-    quote!(<#m as ::lookahead::launch::MemorySpace>)
+    quote!(<#m as ::lookahead::launch::TargetMemory>)
 }
 
 /// The argument list the launcher builds (a mixed-site name).

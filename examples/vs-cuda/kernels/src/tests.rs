@@ -427,6 +427,11 @@ fn auto_launches_settle_on_a_gpu_and_each_runs_the_kernel_exactly_once() {
             .all(|c| c.samples >= 3 && c.median_ms.is_some_and(|v| v > 0.0)),
         "{status:?}"
     );
+    // What the launches keep for the context (its module, the L2 flush buffer of the timed
+    // launches) goes with the context's last handle.
+    let ctx = std::sync::Arc::downgrade(gpu.context());
+    drop((xs, out, gpu));
+    assert!(ctx.upgrade().is_none(), "the context outlived its handles");
 }
 
 #[test]

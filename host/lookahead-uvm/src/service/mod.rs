@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
-use lookahead::launch::{GpuMemory, HostMemory, MemorySpace};
+use lookahead::launch::{GpuMemory, HostMemory, TargetMemory};
 use lookahead::prefetch::{PrefetchPool, Worker};
 use lookahead::{DriverContext, Error, Location, Result};
 use lookahead_device::uvm::requests::FALLBACK_BIT;
@@ -219,7 +219,7 @@ impl PrefetchService {
         Self::spawn(ring, config, stats, None, dispatch, || {})
     }
 
-    fn spawn<M: MemorySpace>(
+    fn spawn<M: TargetMemory>(
         ring: Arc<RequestRing<M>>,
         config: ServiceConfig,
         stats: Arc<ServiceStats>,
@@ -339,7 +339,7 @@ fn write_flag(
 }
 
 /// The poller: drains the ring, groups what it finds and hands the groups on.
-struct Poller<M: MemorySpace> {
+struct Poller<M: TargetMemory> {
     ring: Arc<RequestRing<M>>,
     config: ServiceConfig,
     stop: Arc<AtomicBool>,
@@ -347,7 +347,7 @@ struct Poller<M: MemorySpace> {
     trace: Option<Arc<Trace>>,
 }
 
-impl<M: MemorySpace> Poller<M> {
+impl<M: TargetMemory> Poller<M> {
     fn run(self, mut dispatch: impl FnMut(&Arc<RequestRing<M>>, Group)) {
         let mut last_request = Instant::now();
         loop {

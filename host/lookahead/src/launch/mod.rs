@@ -2,12 +2,21 @@
 //!
 //! * [`LaunchConfig`]: grid and block shape, with 1-D helpers ([`LaunchConfig::for_len`],
 //!   [`LaunchConfig::grid_stride`]) and a [`LaunchConfig::check`] against the CUDA limits.
-//! * [`LaunchOn`]: where a launch goes: a [`Gpu`], a cudarc stream or a [`Launcher`].
+//! * [`LaunchOn`]: where a launch goes: a [`Gpu`], a cudarc stream or a [`Launcher`] (their
+//!   memory is [`GpuMemory`]), or the CPU emulator ([`HostMemory`]).
 //! * [`KernelSlice`] / [`KernelSliceMut`]: the allocations a kernel's slice parameters
 //!   accept, with the [`DeviceMemory`] / [`ManagedMemory`] markers for the parameters that
 //!   insist on one kind of memory.
 //! * [`autotune`]: how the launchers of kernels with `#[prefetch_next(level = auto)]` loops
 //!   choose between their plain and hinted entries by measurement.
+//!
+//! A launch, in the order a launcher makes it, one module per job: an [`autotune::Plan`]
+//! says which entry runs and whether it is timed; [`LaunchOn::prepare`] finds the kernel (on a GPU in the context's module, [`module_for`]:
+//! `per_context.rs`); each argument is bound (`bind.rs`) into the lowered parameter bytes
+//! (`params.rs`); the target memory launches (`target.rs`): the emulator runs the body per
+//! thread, the GPU asks the graph recording where the launch goes (`crate::graph`), then
+//! queues it through the driver (`driver.rs`), timed for the tuner when the plan says so
+//! (`measured.rs`).
 //!
 //! ```no_run
 //! # mod kernels { pub mod saxpy { pub fn launch(_: &lookahead::Gpu, _: lookahead::launch::LaunchConfig, _: f32, _: &cudarc::driver::CudaSlice<f32>, _: &mut cudarc::driver::CudaSlice<f32>) -> lookahead::Result<()> { Ok(()) } } }
@@ -19,23 +28,30 @@
 //! # Ok::<(), lookahead::Error>(())
 //! ```
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+use cudarc::driver::{CudaFunction, CudaStream};
 
-use crate::error::{DriverContext, Error, Result};
+use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::module::Module;
 
-mod args;
 pub mod autotune;
+mod bind;
 pub mod decisions;
+pub(crate) mod driver;
+mod measured;
+mod params;
+pub(crate) mod per_context;
+mod target;
 
-pub use args::{
-    bind_read, bind_write, DeviceMemory, DeviceSliceArg, DeviceSliceArgMut, GpuArgs, GpuMemory,
-    HostArgs, HostMemory, KernelSlice, KernelSliceMut, KernelValue, ManagedMemory, ManagedSliceArg,
-    ManagedSliceArgMut, MemorySpace, Params,
+pub use bind::{
+    bind_read, bind_write, DeviceMemory, DeviceSliceArg, DeviceSliceArgMut, KernelSlice,
+    KernelSliceMut, KernelValue, ManagedMemory, ManagedSliceArg, ManagedSliceArgMut,
 };
+pub use params::Params;
+pub use per_context::module_for;
+pub use target::{GpuArgs, GpuMemory, HostArgs, HostMemory, TargetMemory};
 
 /// Most threads per block on every architecture Lookahead targets.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
@@ -197,35 +213,16 @@ pub fn check_min_len(
 /// [`KernelSlice`]s of the target's memory, checked at compile time.
 pub trait LaunchOn {
     /// The memory the kernel's slices live in: [`GpuMemory`] or [`HostMemory`].
-    type Memory: MemorySpace;
+    type Memory: TargetMemory;
     /// Looks up kernel `name` (for the GPU: in the best module of `ptx` for the device).
     fn prepare(
         &self,
         ptx: &'static [(u32, &'static str)],
         name: &'static str,
-    ) -> Result<<Self::Memory as MemorySpace>::Prepared>;
+    ) -> Result<<Self::Memory as TargetMemory>::Prepared>;
     /// The CUDA device ordinal that launches of `level = auto` kernels are tuned for
     /// ([`autotune`]); `None` on the CPU emulator, which measures nothing.
     fn tuning_device(&self) -> Option<usize>;
-}
-
-type ModuleCache = Mutex<Vec<(usize, usize, Module)>>;
-static MODULES: ModuleCache = Mutex::new(Vec::new());
-
-/// The module of `ptx` best suited to `ctx`'s device, loaded once per (context, PTX table)
-/// and kept for the life of the process.
-pub fn module_for(ctx: &Arc<CudaContext>, ptx: &'static [(u32, &'static str)]) -> Result<Module> {
-    let key = (Arc::as_ptr(ctx) as usize, ptx.as_ptr() as usize);
-    let mut cache = MODULES.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, _, m)) = cache.iter().find(|(c, p, _)| (*c, *p) == key) {
-        return Ok(m.clone());
-    }
-    let (major, minor) = ctx.compute_capability().during("cuDeviceGetAttribute")?;
-    let cc = (major * 10 + minor) as u32;
-    let (arch, text) = crate::module::pick_ptx(ptx, cc)?;
-    let module = Module::load(ctx, arch, text)?;
-    cache.push((key.0, key.1, module.clone()));
-    Ok(module)
 }
 
 impl LaunchOn for Gpu {

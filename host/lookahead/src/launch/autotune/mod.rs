@@ -35,30 +35,31 @@ mod selector;
 mod variant;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaStream};
 
 pub use key::{key, shape_bucket, size_bucket, TuneKey};
 pub use selector::{AutoConfig, CandidateReport, Selector};
 pub use variant::{entry_for, Hint, Variant};
 
 use super::decisions::{self, Decision, DecisionStore, Mode, Origin};
-use crate::error::DriverContext;
 use crate::launch::{LaunchConfig, LaunchOn};
 
 /// What one launch of a `level = auto` kernel does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Plan {
+pub struct Plan<'t> {
     /// The candidate to launch.
     pub variant: Variant,
     /// When the launch is to be timed for the tuning of this kernel: its key.
     pub measure: Option<TuneKey>,
     /// Whether to flush the L2 before the timed launch.
     pub flush_l2: bool,
+    /// The tuner that planned a timed launch: the timing goes to it.
+    tuner: Option<Planner<'t>>,
 }
 
-impl Plan {
+impl Plan<'_> {
     /// Launch `variant`, untimed (an explicit `launch_variant`, a kernel without
     /// `level = auto` loops, or the emulator).
     pub fn fixed(variant: Variant) -> Self {
@@ -66,8 +67,49 @@ impl Plan {
             variant,
             measure: None,
             flush_l2: false,
+            tuner: None,
         }
     }
+}
+
+impl<'t> Plan<'t> {
+    /// What the launch measures, when the plan asks for a timed launch.
+    pub(crate) fn measured(&self) -> Option<Measure<'t>> {
+        Some(Measure {
+            tuner: self.tuner?.0,
+            key: self.measure?,
+            variant: self.variant,
+            flush_l2: self.flush_l2,
+        })
+    }
+}
+
+/// A tuner, compared by address (a [`Plan`]'s tuner is the one that made it).
+#[derive(Clone, Copy)]
+struct Planner<'t>(&'t AutoTuner);
+
+impl PartialEq for Planner<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for Planner<'_> {}
+
+impl std::fmt::Debug for Planner<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AutoTuner@{:p}", self.0)
+    }
+}
+
+/// The timed launch a [`Plan`] asks for: the candidate, the tuning it is for and the tuner
+/// its events go to ([`AutoTuner::launched`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Measure<'t> {
+    pub(crate) tuner: &'t AutoTuner,
+    pub(crate) key: TuneKey,
+    pub(crate) variant: Variant,
+    pub(crate) flush_l2: bool,
 }
 
 /// A timed launch whose events have not been read yet.
@@ -179,8 +221,6 @@ pub struct AutoTuner {
     /// Kernels [`AutoTuner::forget`] sent back to measuring: their cached decisions are not
     /// used in this process (a new measurement replaces them).
     retune: Mutex<HashSet<String>>,
-    /// Per device: the buffer written to flush the L2 before a timed launch.
-    flush: Mutex<HashMap<usize, CudaSlice<u8>>>,
     /// Per (PTX table, kernel): launches made on the emulator.
     emulated: Mutex<HashMap<(usize, &'static str), usize>>,
 }
@@ -215,7 +255,6 @@ impl AutoTuner {
             store,
             mode,
             retune: Mutex::new(HashSet::new()),
-            flush: Mutex::new(HashMap::new()),
             emulated: Mutex::new(HashMap::new()),
         }
     }
@@ -313,7 +352,7 @@ impl AutoTuner {
 
     /// Which candidate the next launch of `key` runs, and whether to time it. Reads the
     /// timings of earlier launches that have completed first.
-    pub fn plan(&self, key: TuneKey, candidates: &[Variant]) -> Plan {
+    pub fn plan(&self, key: TuneKey, candidates: &[Variant]) -> Plan<'_> {
         let mut tunings = lock(&self.tunings);
         let t = tunings
             .entry(key)
@@ -325,6 +364,7 @@ impl AutoTuner {
                 variant: t.selector.next(),
                 measure: Some(key),
                 flush_l2: t.selector.config().flush_l2,
+                tuner: Some(Planner(self)),
             },
         }
     }
@@ -346,30 +386,11 @@ impl AutoTuner {
         }
     }
 
-    /// Writes a buffer of twice the L2's size on `stream` (allocated on first use per
-    /// device, kept for the tuner's life), so the next kernel starts from a cold L2.
-    pub fn flush_l2(&self, stream: &Arc<CudaStream>) -> crate::Result<()> {
-        let ctx = stream.context();
-        let mut buffers = lock(&self.flush);
-        let buffer = match buffers.entry(ctx.ordinal()) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let l2 = ctx
-                    .attribute(
-                        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
-                    )
-                    .during("cuDeviceGetAttribute(L2_CACHE_SIZE)")?;
-                let bytes = 2 * (l2.max(1) as usize);
-                e.insert(
-                    stream
-                        .alloc_zeros::<u8>(bytes)
-                        .during_alloc("cuMemAlloc (L2 flush buffer)", bytes)?,
-                )
-            }
-        };
-        stream
-            .memset_zeros(buffer)
-            .during("cuMemsetD8Async (L2 flush)")
+    /// Writes a buffer of twice the L2's size on `stream`, so the next kernel there starts
+    /// from a cold L2: what a measured launch does before its timing starts. The buffer is
+    /// made on first use per context, and released with the context.
+    pub fn flush_l2(&self, stream: &CudaStream) -> crate::Result<()> {
+        super::measured::flush_l2(stream)
     }
 
     /// The candidate an emulated launch of `kernel` runs: each once in turn (hinted ones
@@ -485,8 +506,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// What a `level = auto` kernel's launcher does next: `requested` when the caller named a
 /// variant (`launch_variant`), each candidate in turn on the emulator, and otherwise what
-/// the global tuner's [`AutoTuner::plan`] says for this launch shape and `elements` (the
-/// kernel's slice parameters' elements together).
+/// the process's tuner ([`AutoTuner::global`]) plans for this launch shape and `elements`
+/// (the kernel's slice parameters' elements together). A timed plan names that tuner: the
+/// launch hands its timing events to it.
 pub fn plan<On: LaunchOn + ?Sized>(
     on: &On,
     ptx: &'static [(u32, &'static str)],
@@ -494,7 +516,7 @@ pub fn plan<On: LaunchOn + ?Sized>(
     candidates: &[Variant],
     requested: Option<Variant>,
     (cfg, elements): (&LaunchConfig, usize),
-) -> Plan {
+) -> Plan<'static> {
     match (requested, key(on, ptx, kernel, cfg, elements)) {
         (Some(v), _) => Plan::fixed(v),
         (None, None) => {

@@ -18,32 +18,25 @@
 //! ```
 //!
 //! How the pieces meet: while a closure runs inside [`Graph::capture`] or [`Graph::update`],
-//! the GPU launch path ([`crate::launch`]) asks this module first. During a capture it
-//! launches as usual (the driver records the launch as a node) and notes the node and the
-//! kernel's name; the autotuner takes no measurement then (its timing events would be
-//! captured too). During an update it launches nothing: the *n*-th typed launch on the
-//! graph's stream sets the parameters (arguments, grid, block, shared memory) of the *n*-th
-//! captured kernel node, which must run the same kernel (`cuGraphExecKernelNodeSetParams`;
-//! the instantiated graph is kept).
+//! the GPU launch path ([`crate::launch`]) asks `graph::recording` where each launch on the
+//! graph's stream goes. During a capture it launches as usual (the driver records the launch
+//! as a node) and notes the node and the kernel's name; the autotuner takes no measurement
+//! then (its timing events would be captured too). During an update it launches nothing:
+//! the *n*-th typed launch on the graph's stream sets the parameters (arguments, grid,
+//! block, shared memory) of the *n*-th captured kernel node, which must run the same kernel
+//! (`cuGraphExecKernelNodeSetParams`; the instantiated graph is kept).
 //!
 //! Which memory operations a graph can hold on CUDA 13 is in `docs/graphs.md`, measured.
 
-use std::cell::RefCell;
-use std::ffi::c_void;
+pub(crate) mod recording;
+
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUgraphNode, CUstream};
+use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph, CudaStream};
 
 use crate::error::{check, DriverContext, Error, Result};
-use crate::launch::LaunchConfig;
-
-/// A kernel node of a captured graph: which kernel it runs.
-#[derive(Debug, Clone, Copy)]
-struct KernelNode {
-    kernel: &'static str,
-    node: CUgraphNode,
-}
+use recording::{finish, start, KernelNode, Recording};
 
 /// An instantiated CUDA graph of the work queued on one stream during [`Graph::capture`].
 ///
@@ -63,27 +56,6 @@ impl std::fmt::Debug for Graph {
             .field("kernels", &self.kernel_names())
             .finish_non_exhaustive()
     }
-}
-
-/// What the launch path does while a closure of this module runs on the current thread.
-enum Recording {
-    Capture {
-        stream: CUstream,
-        kernels: Vec<KernelNode>,
-        /// A stream outside the capture, where cudarc's use tracking of the captured
-        /// launches' arguments goes (see [`tracking_stream`]).
-        outside: Arc<CudaStream>,
-    },
-    Update {
-        stream: CUstream,
-        exec: sys::CUgraphExec,
-        kernels: Vec<KernelNode>,
-        next: usize,
-    },
-}
-
-thread_local! {
-    static RECORDING: RefCell<Option<Recording>> = const { RefCell::new(None) };
 }
 
 impl Graph {
@@ -214,170 +186,4 @@ impl Graph {
         }
         Ok(value)
     }
-}
-
-fn start(recording: Recording) -> Result<()> {
-    RECORDING.with(|r| {
-        let mut r = r.borrow_mut();
-        if r.is_some() {
-            return Err(Error::InvalidArgument {
-                call: "Graph::capture/update",
-                reason: "a capture or update is already running on this thread; they do not nest"
-                    .into(),
-            });
-        }
-        *r = Some(recording);
-        Ok(())
-    })
-}
-
-fn finish() -> Option<Recording> {
-    RECORDING.with(|r| r.borrow_mut().take())
-}
-
-/// Whether launches on `stream` are being captured by [`Graph::capture`] on this thread.
-pub(crate) fn capturing(stream: &CudaStream) -> bool {
-    RECORDING.with(|r| {
-        matches!(&*r.borrow(), Some(Recording::Capture { stream: s, .. }) if *s == stream.cu_stream())
-    })
-}
-
-/// During a capture of `stream` on this thread, a stream outside the capture for cudarc's
-/// use tracking of kernel arguments ([`crate::untracked`]): cudarc makes the launch stream
-/// wait for an allocation's last write event, and a wait on an event recorded outside the
-/// capture ends it (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`). Ordering the replay after those
-/// writes is the caller's, as [`Graph::replay`] says.
-pub(crate) fn tracking_stream(stream: &CudaStream) -> Option<Arc<CudaStream>> {
-    RECORDING.with(|r| match &*r.borrow() {
-        Some(Recording::Capture {
-            stream: s, outside, ..
-        }) if *s == stream.cu_stream() => Some(outside.clone()),
-        _ => None,
-    })
-}
-
-/// After a launch on `stream`: during a capture, notes the kernel node just added.
-pub(crate) fn launched(stream: &CudaStream, kernel: &'static str) -> Result<()> {
-    if !capturing(stream) {
-        return Ok(());
-    }
-    let node = last_captured_node(stream.cu_stream())?;
-    RECORDING.with(|r| {
-        if let Some(Recording::Capture { kernels, .. }) = &mut *r.borrow_mut() {
-            kernels.push(KernelNode { kernel, node });
-        }
-    });
-    Ok(())
-}
-
-/// The node the capture of `stream` added last (the one its next work will depend on).
-fn last_captured_node(stream: CUstream) -> Result<CUgraphNode> {
-    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    let (mut deps, mut edges, mut n): (*const CUgraphNode, *const sys::CUgraphEdgeData, usize) =
-        (std::ptr::null(), std::ptr::null(), 0);
-    // SAFETY: out-pointers to locals; the dependency array is the driver's, read at once.
-    check("cuStreamGetCaptureInfo", unsafe {
-        sys::cuStreamGetCaptureInfo_v3(
-            stream,
-            &mut status,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            &mut deps,
-            &mut edges,
-            &mut n,
-        )
-    })?;
-    if n != 1 || deps.is_null() {
-        return Err(Error::InvalidArgument {
-            call: "Graph::capture",
-            reason: format!("the captured launch left {n} dependencies instead of one node"),
-        });
-    }
-    // SAFETY: the driver returned `n` (= 1) nodes at `deps`.
-    Ok(unsafe { *deps })
-}
-
-/// During an update of a graph captured on `stream`: sets the next kernel node's
-/// parameters instead of launching, and returns `Some`; otherwise `None` (launch as usual).
-pub(crate) fn redirect(
-    stream: &CudaStream,
-    kernel: &'static str,
-    function: sys::CUfunction,
-    cfg: LaunchConfig,
-    params: &mut [*mut c_void],
-) -> Option<Result<()>> {
-    RECORDING.with(|r| {
-        let mut r = r.borrow_mut();
-        let Some(Recording::Update {
-            stream: s,
-            exec,
-            kernels,
-            next,
-        }) = &mut *r
-        else {
-            return None;
-        };
-        if *s != stream.cu_stream() {
-            return None;
-        }
-        Some(set_node(
-            *exec, kernels, next, kernel, function, cfg, params,
-        ))
-    })
-}
-
-fn set_node(
-    exec: sys::CUgraphExec,
-    kernels: &[KernelNode],
-    next: &mut usize,
-    kernel: &'static str,
-    function: sys::CUfunction,
-    cfg: LaunchConfig,
-    params: &mut [*mut c_void],
-) -> Result<()> {
-    let Some(node) = kernels.get(*next) else {
-        return Err(Error::InvalidArgument {
-            call: "Graph::update",
-            reason: format!(
-                "launch {} (`{kernel}`) has no kernel node: the graph has {}",
-                *next + 1,
-                kernels.len()
-            ),
-        });
-    };
-    if node.kernel != kernel {
-        return Err(Error::InvalidArgument {
-            call: "Graph::update",
-            reason: format!(
-                "launch {} runs `{kernel}`, but its node runs `{}`: launch the kernels in the captured order",
-                *next + 1,
-                node.kernel
-            ),
-        });
-    }
-    let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
-        func: function,
-        gridDimX: cfg.grid_dim.0,
-        gridDimY: cfg.grid_dim.1,
-        gridDimZ: cfg.grid_dim.2,
-        blockDimX: cfg.block_dim.0,
-        blockDimY: cfg.block_dim.1,
-        blockDimZ: cfg.block_dim.2,
-        sharedMemBytes: cfg.shared_mem_bytes,
-        kernelParams: params.as_mut_ptr(),
-        extra: std::ptr::null_mut(),
-        kern: std::ptr::null_mut(),
-        ctx: std::ptr::null_mut(),
-    };
-    // SAFETY: `node` is a kernel node of the graph `exec` was instantiated from; the driver
-    // copies the parameter values before returning.
-    check("cuGraphExecKernelNodeSetParams", unsafe {
-        sys::cuGraphExecKernelNodeSetParams_v2(exec, node.node, &node_params)
-    })
-    .map_err(|e| match e {
-        Error::Driver { source, .. } => Error::Launch { kernel, source },
-        other => other,
-    })?;
-    *next += 1;
-    Ok(())
 }
