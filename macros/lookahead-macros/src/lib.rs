@@ -17,12 +17,15 @@
 
 use proc_macro::TokenStream;
 
-mod derive;
-mod kernel;
-mod params;
-mod prefetch;
-mod shared;
-mod updates;
+mod generate;
+mod ident;
+mod level;
+mod parse;
+mod paths;
+mod rewrite;
+
+use parse::derive::{DeviceCopyStruct, KernelParamsStruct};
+use parse::kernel::{DeviceFn, Kernel};
 
 /// Turns `fn NAME(params) { body }` into a GPU kernel and its typed host launcher.
 ///
@@ -74,7 +77,10 @@ mod updates;
 /// kernels with the same exported name in one crate.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    kernel::expand_kernel(attr.into(), item.into()).into()
+    match Kernel::parse(attr.into(), item.into()) {
+        Ok(k) => generate::kernel::kernel(&k).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// Marks a device helper function so its `#[prefetch_next]` loops are rewritten (and
@@ -91,7 +97,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
-    kernel::expand_device_fn(attr.into(), item.into()).into()
+    match DeviceFn::parse(attr.into(), item.into()) {
+        Ok(d) => generate::kernel::device_fn(&d).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// On a `for` loop inside a [`macro@kernel`] or [`macro@device_fn`] function: before
@@ -137,7 +146,7 @@ pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Used anywhere else (outside `#[kernel]`/`#[device_fn]`), it is a compile error.
 #[proc_macro_attribute]
 pub fn prefetch_next(attr: TokenStream, item: TokenStream) -> TokenStream {
-    prefetch::misplaced(attr.into(), item.into()).into()
+    generate::prefetch::misplaced(attr.into(), item.into()).into()
 }
 
 /// `shared_array!(T; N)`: a block-wide array of `N` elements of `T` in shared memory,
@@ -150,7 +159,10 @@ pub fn prefetch_next(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro]
 pub fn shared_array(input: TokenStream) -> TokenStream {
-    shared::expand(input.into()).into()
+    match syn::parse::<parse::shared::SharedArray>(input) {
+        Ok(s) => generate::shared::shared_array(&s).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// `#[derive(DeviceCopy)]` on a `#[repr(C)]` struct of plain data (integers, floats, arrays,
@@ -171,7 +183,10 @@ pub fn shared_array(input: TokenStream) -> TokenStream {
 /// (the error points at the field), padding bytes (add explicit fields), not `Copy`.
 #[proc_macro_derive(DeviceCopy)]
 pub fn derive_device_copy(input: TokenStream) -> TokenStream {
-    derive::device_copy(input.into()).into()
+    match DeviceCopyStruct::parse(input.into()) {
+        Ok(s) => generate::derive::device_copy(&s).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// `#[derive(KernelParams)]` on a `#[repr(C)]` struct with named fields that are views
@@ -202,5 +217,8 @@ pub fn derive_device_copy(input: TokenStream) -> TokenStream {
 /// `u32`), and a view whose element type is not `DeviceCopy`.
 #[proc_macro_derive(KernelParams)]
 pub fn derive_kernel_params(input: TokenStream) -> TokenStream {
-    derive::kernel_params(input.into()).into()
+    match KernelParamsStruct::parse(input.into()) {
+        Ok(s) => generate::derive::kernel_params(&s).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
