@@ -1,5 +1,7 @@
-//! The prefetch levels: the table of their names and the order in which a `level = auto`
-//! kernel's entries and candidates are listed.
+//! The prefetch levels: the one table of their names, their instructions and the order in
+//! which a `level = auto` kernel's entries and candidates are listed. The device runtime's
+//! `prefetch::Level` is generated from it (`#[prefetch_levels]`), and the host's tuner names a
+//! kernel's entries by that type.
 
 /// One prefetch level.
 pub struct LevelInfo {
@@ -7,6 +9,14 @@ pub struct LevelInfo {
     pub variant: &'static str,
     /// Its name in `#[prefetch_next(level = ..)]`, and the suffix of its entry (`NAME__l2`).
     pub name: &'static str,
+    /// The instruction it issues.
+    pub ptx: &'static str,
+    /// What its documentation says after the instruction: what it covers, and what it needs.
+    pub note: &'static str,
+    /// The number by which kernels that take a level as a value (a const generic, a field of
+    /// a parameter) compare it; 0 is no prefetch. Fixed once given: kernels and their CUDA
+    /// C++ twins are compiled with these numbers.
+    pub code: u8,
 }
 
 /// Every level, in the order a `level = auto` kernel lists its entries and candidates.
@@ -14,22 +24,37 @@ pub const LEVELS: [LevelInfo; 5] = [
     LevelInfo {
         variant: "L1",
         name: "l1",
+        ptx: "prefetch.global.L1",
+        note: "",
+        code: 4,
     },
     LevelInfo {
         variant: "L2",
         name: "l2",
+        ptx: "prefetch.global.L2",
+        note: "",
+        code: 1,
     },
     LevelInfo {
         variant: "L2EvictLast",
         name: "l2_evict_last",
+        ptx: "prefetch.global.L2::evict_last",
+        note: " (sm_80; plain L2 below when asked for `portable`)",
+        code: 2,
     },
     LevelInfo {
         variant: "L2EvictNormal",
         name: "l2_evict_normal",
+        ptx: "prefetch.global.L2::evict_normal",
+        note: " (sm_80; plain L2 below when asked for `portable`)",
+        code: 5,
     },
     LevelInfo {
         variant: "Bulk",
         name: "bulk",
+        ptx: "cp.async.bulk.prefetch.L2.global",
+        note: " of the whole range (sm_90; per-line L2 below when asked for `portable`)",
+        code: 3,
     },
 ];
 

@@ -1,7 +1,7 @@
 //! `level = auto` kernels (two entries, `launch`, `launch_variant`, `auto_choice`), request
 //! queues on managed memory, and `of(...)` targets that are expressions of the loop variable.
 use cudarc::driver::{CudaSlice, UnifiedSlice};
-use lookahead::launch::autotune::{Hint, Variant};
+use lookahead::launch::autotune::{Level, Variant};
 use lookahead::launch::LaunchConfig;
 use lookahead_device::kernel;
 use lookahead_device::prelude::*;
@@ -65,10 +65,10 @@ fn launch_all(gpu: &lookahead::Gpu) -> lookahead::Result<()> {
     let mut out: CudaSlice<f32> = s.clone_htod(&[0.0f32]).unwrap();
     let cfg = LaunchConfig::for_len(8, 32);
     auto_sum::launch(gpu, cfg, &x, &mut out)?;
-    auto_sum::launch_variant(Variant::new(Hint::Bulk, 3), s, cfg, &x, &mut out)?;
+    auto_sum::launch_variant(Variant::new(Level::Bulk, 3), s, cfg, &x, &mut out)?;
     auto_sum::launch_variant(auto_sum::Variant::PLAIN, gpu, cfg, &x, &mut out)?;
     let _: Option<Variant> = auto_sum::auto_choice(gpu);
-    assert_eq!(auto_sum::ENTRIES[3], (Hint::Bulk, "auto_sum__bulk"));
+    assert_eq!(auto_sum::ENTRIES[3], (Some(Level::Bulk), "auto_sum__bulk"));
     assert_eq!(auto_sum::CANDIDATES.len(), 1 + 3 * 2);
     // SAFETY: f32 accepts any bits.
     let lists: UnifiedSlice<f32> = unsafe { gpu.context().alloc_unified(64, true) }.unwrap();

@@ -1,7 +1,7 @@
 //! The host module of a `#[kernel]`: `NAME::launch` and, for `level = auto`, the candidates,
 //! `launch_variant` and `auto_choice`.
 
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Ident, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
@@ -12,13 +12,9 @@ use crate::parse::kernel::is_int_literal;
 use crate::parse::params::Param;
 use crate::paths;
 
-/// The host's `Hint` for `level`.
-fn hint(level: Level) -> TokenStream {
-    let (au, v) = (
-        paths::autotune(),
-        Ident::new(level.info().variant, Span::call_site()),
-    );
-    quote!(#au::Hint::#v)
+/// `level` as the host names it: the device runtime's `prefetch::Level`.
+fn level_tokens(level: Level) -> TokenStream {
+    paths::level(level.info().variant)
 }
 
 impl KernelGen<'_> {
@@ -199,12 +195,13 @@ impl KernelGen<'_> {
             };
         }
         let arms = self.hinted.iter().map(|(level, _)| {
-            let (hint, level_fn) = (hint(*level), self.level_body_fn(*level));
-            quote!(#hint => unsafe { super::#level_fn(#(#rebuilt,)* #variant.distance) },)
+            let (level, level_fn) = (level_tokens(*level), self.level_body_fn(*level));
+            let level = quote!(::core::option::Option::Some(#level));
+            quote!(#level => unsafe { super::#level_fn(#(#rebuilt,)* #variant.distance) },)
         });
         quote! {
             #[allow(unused_unsafe)]
-            match #variant.hint {
+            match #variant.level {
                 #(#arms)*
                 // The plain entry (`entry_for` refused any level the kernel lacks).
                 _ => unsafe { super::#body_fn(#(#rebuilt,)* #variant.distance) },
@@ -266,14 +263,14 @@ impl KernelGen<'_> {
             forward(quote!(::core::option::Option::Some(#variant))),
         );
         quote! {
-            pub use #au::{Hint, Variant};
+            pub use #au::{Level, Variant};
 
             /// The candidates the tuner measures: the plain entry, then each level at each
             /// distance of the kernel's `level = auto` loops.
             pub const CANDIDATES: &[Variant] = &[#(#candidates),*];
 
-            /// The PTX entry of each level.
-            pub const ENTRIES: &[(Hint, &str)] = &[#(#entries),*];
+            /// The PTX entry of each level (`None`: the plain entry).
+            pub const ENTRIES: &[(::core::option::Option<Level>, &str)] = &[#(#entries),*];
 
             #[doc = #auto_doc]
             #[allow(clippy::too_many_arguments, non_snake_case)]
@@ -312,8 +309,8 @@ impl KernelGen<'_> {
         }
     }
 
-    /// `CANDIDATES` (plain, then every level at every distance) and `ENTRIES` (one per
-    /// hint) of a `level = auto` kernel.
+    /// `CANDIDATES` (plain, then every level at every distance) and `ENTRIES` (the plain
+    /// one, then one per level) of a `level = auto` kernel.
     fn candidate_tables(&self) -> (Vec<TokenStream>, Vec<TokenStream>) {
         let au = paths::autotune();
         let distances: Vec<u32> = match self.k.distances.as_slice() {
@@ -323,16 +320,16 @@ impl KernelGen<'_> {
         let mut candidates = vec![quote!(#au::Variant::PLAIN)];
         let mut entries = vec![{
             let n = self.export();
-            quote!((#au::Hint::None, #n))
+            quote!((::core::option::Option::None, #n))
         }];
         for (level, _) in &self.hinted {
-            let (hint, export) = (hint(*level), self.level_export(*level));
+            let (level, export) = (level_tokens(*level), self.level_export(*level));
             candidates.extend(
                 distances
                     .iter()
-                    .map(|d| quote!(#au::Variant::new(#hint, #d))),
+                    .map(|d| quote!(#au::Variant::new(#level, #d))),
             );
-            entries.push(quote!((#hint, #export)));
+            entries.push(quote!((::core::option::Option::Some(#level), #export)));
         }
         (candidates, entries)
     }

@@ -4,6 +4,7 @@
 pub mod derive;
 pub mod kernel;
 mod launcher;
+pub mod level;
 mod no_std;
 pub mod params;
 pub mod prefetch;

@@ -4,6 +4,7 @@
 
 pub mod derive;
 pub mod kernel;
+pub mod level;
 pub mod loops;
 pub mod params;
 pub mod prefetch;
