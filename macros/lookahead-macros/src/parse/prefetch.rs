@@ -155,11 +155,7 @@ fn parse_auto_levels(value: &Expr) -> Option<syn::Result<Vec<Level>>> {
     };
     let names = level::names(", ");
     let level = |e: &Expr| {
-        let id = match e {
-            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-            _ => None,
-        };
-        id.as_deref().and_then(Level::named).ok_or_else(|| {
+        named_level(e).ok_or_else(|| {
             syn::Error::new(
                 e.span(),
                 format!(
@@ -186,13 +182,17 @@ fn parse_auto_levels(value: &Expr) -> Option<syn::Result<Vec<Level>>> {
     }))
 }
 
+/// The level `e` names (`l2`, `bulk`...), if it is one.
+fn named_level(e: &Expr) -> Option<Level> {
+    match e {
+        Expr::Path(p) => Level::named(&p.path.get_ident()?.to_string()),
+        _ => None,
+    }
+}
+
 /// `level = l2` and the like.
 fn parse_level(value: &Expr) -> syn::Result<Level> {
-    let id = match value {
-        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-        _ => None,
-    };
-    id.as_deref().and_then(Level::named).ok_or_else(|| {
+    named_level(value).ok_or_else(|| {
         syn::Error::new(
             value.span(),
             format!(
