@@ -123,3 +123,23 @@ const fn same(a: &[u8], b: &[u8]) -> bool {
 pub fn names(sep: &str) -> String {
     Level::all().map(Level::name).collect::<Vec<_>>().join(sep)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Variants, names and codes each tell the levels apart, and no code is 0 (no prefetch).
+    #[test]
+    fn every_level_has_its_own_variant_name_and_code() {
+        for (i, a) in LEVELS.iter().enumerate() {
+            assert_ne!(a.code, 0, "{}", a.name);
+            for b in &LEVELS[i + 1..] {
+                assert_ne!(a.variant, b.variant);
+                assert_ne!(a.name, b.name);
+                assert_ne!(a.code, b.code, "{} and {}", a.name, b.name);
+            }
+            assert_eq!(Level::named(a.name), Some(Level(i)));
+        }
+        assert_eq!(Level::named("auto"), None);
+    }
+}
