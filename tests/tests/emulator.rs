@@ -694,22 +694,22 @@ fn trace_records_direct_prefetches_without_an_iteration() {
 
 #[test]
 fn auto_kernels_run_each_candidate_once_here_then_l2_and_launch_variant_runs_any() {
-    use ptx_kernels::pf_auto::{self, Hint, Variant};
+    use ptx_kernels::pf_auto::{self, Level, Variant};
     let mut rng = Rng::fresh("auto");
     let n = 1000;
     let x = rng.f32s(n);
     let want: f32 = x.iter().sum();
     let cfg = LaunchConfig::new((2, 1, 1), (32, 1, 1)); // stride 64
     let emu = traced();
-    let l2 = Variant::new(Hint::L2, 0);
-    let evict_last = Variant::new(Hint::L2EvictLast, 0);
+    let l2 = Variant::new(Level::L2, 0);
+    let evict_last = Variant::new(Level::L2EvictLast, 0);
     assert_eq!(pf_auto::CANDIDATES, [Variant::PLAIN, l2, evict_last]);
     assert_eq!(
         pf_auto::ENTRIES,
         [
-            (Hint::None, "pf_auto"),
-            (Hint::L2, "pf_auto__l2"),
-            (Hint::L2EvictLast, "pf_auto__l2_evict_last")
+            (None, "pf_auto"),
+            (Some(Level::L2), "pf_auto__l2"),
+            (Some(Level::L2EvictLast), "pf_auto__l2_evict_last")
         ]
     );
     assert_eq!(pf_auto::auto_choice(&emu), Some(l2));
@@ -750,14 +750,14 @@ fn auto_kernels_run_each_candidate_once_here_then_l2_and_launch_variant_runs_any
     pf_auto::launch_variant(l2, &emu, cfg, &x, &mut out).unwrap();
     assert!(close(out[0], want, 1e-4));
     assert_eq!(emu.take_prefetch_trace(), hinted);
-    let bulk = Variant::new(Hint::Bulk, 0);
+    let bulk = Variant::new(Level::Bulk, 0);
     let e = pf_auto::launch_variant(bulk, &emu, cfg, &x, &mut out).unwrap_err();
     assert!(e.to_string().contains("plain, l2, l2_evict_last"), "{e}");
 }
 
 #[test]
 fn distance_auto_is_the_launch_s_distance_clamped_to_the_loop_s_range() {
-    use ptx_kernels::pf_tuned::{self, Hint, Variant};
+    use ptx_kernels::pf_tuned::{self, Level, Variant};
     let x = vec![1.0f32; 64 * 40];
     let cfg = LaunchConfig::new((1, 1, 1), (1, 1, 1));
     let emu = traced();
@@ -765,7 +765,7 @@ fn distance_auto_is_the_launch_s_distance_clamped_to_the_loop_s_range() {
     assert_eq!(ds, [0, 2, 4, 8, 2, 4, 8]);
     for (asked, used) in [(2, 2), (8, 8), (1, 2), (100, 8)] {
         let mut out = vec![0.0f32; 1];
-        pf_tuned::launch_variant(Variant::new(Hint::L2, asked), &emu, cfg, &x, &mut out).unwrap();
+        pf_tuned::launch_variant(Variant::new(Level::L2, asked), &emu, cfg, &x, &mut out).unwrap();
         assert_eq!(out[0], 40.0);
         let first = emu
             .take_prefetch_trace()
@@ -1102,7 +1102,7 @@ fn a_loop_that_calls_nothing_is_ended_by_the_watchdog() {
 /// `tests/tests/gpu_dsl.rs` runs the same on a GPU).
 #[test]
 fn every_parameter_kind_and_prefetch_form_matches_the_cpu() {
-    use lookahead::launch::autotune::{Hint, Variant};
+    use lookahead::launch::autotune::{Level, Variant};
     use ptx_kernels::*;
     let e = emu();
     let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
@@ -1160,7 +1160,7 @@ fn every_parameter_kind_and_prefetch_form_matches_the_cpu() {
     let sum: f32 = x.iter().sum();
     for variant in [
         None,
-        Some(Variant::new(Hint::Bulk, 3)),
+        Some(Variant::new(Level::Bulk, 3)),
         Some(Variant::PLAIN),
     ] {
         let mut out = vec![0.0f32];
@@ -1173,7 +1173,7 @@ fn every_parameter_kind_and_prefetch_form_matches_the_cpu() {
     }
     assert_eq!(
         kind_auto_sum::ENTRIES[3],
-        (Hint::Bulk, "kind_auto_sum__bulk")
+        (Some(Level::Bulk), "kind_auto_sum__bulk")
     );
 
     let offsets: Vec<u32> = vec![0, 100, 100, 640, n as u32];

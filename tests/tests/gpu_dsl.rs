@@ -311,7 +311,7 @@ fn math_on_the_gpu_is_within_a_few_ulp_of_an_independent_reference() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_parameter_kind_and_prefetch_form_matches_the_cpu_on_the_gpu() {
-    use lookahead::launch::autotune::{Hint, Variant};
+    use lookahead::launch::autotune::{Level, Variant};
     use lookahead::ManagedBuffer;
     use ptx_kernels::*;
     let gpu = gpu();
@@ -381,7 +381,7 @@ fn every_parameter_kind_and_prefetch_form_matches_the_cpu_on_the_gpu() {
     let sum: f32 = x.iter().sum();
     for variant in [
         None,
-        Some(Variant::new(Hint::Bulk, 3)),
+        Some(Variant::new(Level::Bulk, 3)),
         Some(Variant::PLAIN),
     ] {
         let mut out = dev(&gpu, &[0.0]);
@@ -395,7 +395,7 @@ fn every_parameter_kind_and_prefetch_form_matches_the_cpu_on_the_gpu() {
     let _: Option<Variant> = kind_auto_sum::auto_choice(&on);
     assert_eq!(
         kind_auto_sum::ENTRIES[3],
-        (Hint::Bulk, "kind_auto_sum__bulk")
+        (Some(Level::Bulk), "kind_auto_sum__bulk")
     );
     assert_eq!(kind_auto_sum::CANDIDATES.len(), 1 + 3 * 2);
 

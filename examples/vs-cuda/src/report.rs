@@ -355,7 +355,7 @@ fn plot(meta: &Meta, rows: &[Row]) -> BarChart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lookahead::launch::autotune::Hint;
+    use lookahead::launch::autotune::Level;
     use lookahead_bench::header::Device;
 
     fn timing(m: f64) -> Timing {
@@ -414,7 +414,7 @@ mod tests {
         let mut auto = row("saxpy", "m_auto", 2.0, 2.1);
         auto.auto = Some(AutoRow {
             rust: Variant::PLAIN,
-            cuda: Variant::new(Hint::L2, 0),
+            cuda: Variant::new(Level::L2, 0),
             rust_launches: 12,
             cuda_launches: 12,
             rust_medians: [Some(2.0), Some(2.2)],

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
-use lookahead::launch::autotune::{AutoTuner, Hint, Selector, TuneStatus, Variant};
+use lookahead::launch::autotune::{AutoTuner, Level, Selector, TuneStatus, Variant};
 use vs_cuda_kernels::{is_macro_variant, SUITE};
 
 use crate::bench::{Bench, Env, Typed};
@@ -122,7 +122,7 @@ pub fn settle_typed(
 }
 
 /// The candidates of every `<kernel>_m_auto` (`level = auto(l2), distance = 4`).
-const AUTO_CANDIDATES: [Variant; 2] = [Variant::PLAIN, Variant::new(Hint::L2, 0)];
+const AUTO_CANDIDATES: [Variant; 2] = [Variant::PLAIN, Variant::new(Level::L2, 0)];
 
 /// Launches an entry by its function: [`Bench::launch`] (hand-written) or [`Bench::launch_m`].
 pub type EntryLaunch = fn(&dyn Bench, &CudaStream, &CudaFunction) -> Res<()>;

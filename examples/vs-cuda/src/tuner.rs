@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction};
-use lookahead::launch::autotune::{AutoTuner, Hint, TuneStatus, Variant};
+use lookahead::launch::autotune::{AutoTuner, Level, TuneStatus, Variant};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
 use lookahead_bench::stats::Summary;
@@ -216,8 +216,8 @@ pub fn measure_hand(
 /// The pointer chase's hand-written entries as candidates.
 pub const CHASE_ENTRIES: [(Variant, &str); 3] = [
     (Variant::PLAIN, "chase_none"),
-    (Variant::new(Hint::L2, 1), "chase_l2_d1"),
-    (Variant::new(Hint::L2EvictLast, 1), "chase_el_d1"),
+    (Variant::new(Level::L2, 1), "chase_l2_d1"),
+    (Variant::new(Level::L2EvictLast, 1), "chase_el_d1"),
 ];
 
 /// The summary table: one row per kernel.
@@ -375,14 +375,14 @@ mod tests {
 
     #[test]
     fn a_row_compares_the_choice_with_the_best_and_plain() {
-        let l2 = Variant::new(Hint::L2, 1);
+        let l2 = Variant::new(Level::L2, 1);
         let mut r = TunerRow {
             kernel: "k",
             written: "#[prefetch_next]",
             candidates: vec![
                 cand(Variant::PLAIN, 1.0),
                 cand(l2, 0.9),
-                cand(Variant::new(Hint::Bulk, 4), 2.0),
+                cand(Variant::new(Level::Bulk, 4), 2.0),
             ],
             chosen: l2,
             origin: "Measured".into(),

@@ -209,21 +209,13 @@ fn region_l2_bulk_portable(addr: usize, bytes: usize) {
     lines(addr, bytes, prefetch_l2);
 }
 
-/// Prefetch levels `#[prefetch_next]` can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// `prefetch.global.L1`.
-    L1,
-    /// `prefetch.global.L2`.
-    L2,
-    /// `prefetch.global.L2::evict_last` (sm_80; plain L2 below when asked for `portable`).
-    L2EvictLast,
-    /// `prefetch.global.L2::evict_normal` (sm_80; plain L2 below when asked for `portable`).
-    L2EvictNormal,
-    /// `cp.async.bulk.prefetch.L2.global` of the whole range (sm_90; per-line L2 below when
-    /// asked for `portable`).
-    Bulk,
-}
+/// Prefetch levels `#[prefetch_next]` can ask for, in the order a `level = auto` kernel
+/// lists its entries and the host's tuner its candidates. The variants, their names,
+/// instructions and codes come from the table of levels in `lookahead-macros`, which
+/// `#[prefetch_next]` parses with: the one list of them.
+#[lookahead_macros::prefetch_levels]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Level {}
 
 /// Something `#[prefetch_next]` can prefetch from: a slice or one of the [`crate::view`]
 /// types. `KIND` says which memory it is in, so managed memory gets its own mechanism.
@@ -340,8 +332,8 @@ pub fn prefetch_range<S: PrefetchSource + ?Sized>(
         }
     };
     if matches!(S::KIND, MemoryKind::Managed) {
-        // Unified Memory: the in-kernel instructions do not migrate pages on the H100;
-        // the plain L2 hint stands in until the Unified-Memory-policy work defines more.
+        // Unified Memory: the in-kernel instructions do not migrate pages on the H100 (see
+        // the module docs), so whatever the level, the cheap and harmless plain L2 hint.
         lines(addr, bytes, prefetch_l2);
         return;
     }
@@ -417,7 +409,7 @@ pub fn prefetch_index<S: PrefetchSource + ?Sized>(src: &S, index: usize, level: 
     }
     let p = (addr + index * size) as *const u8;
     if matches!(S::KIND, MemoryKind::Managed) {
-        // See `prefetch_range`: managed memory gets the plain L2 hint for now.
+        // See `prefetch_range`: managed memory gets the plain L2 hint.
         prefetch_l2(p);
         return;
     }

@@ -18,12 +18,16 @@
 use proc_macro::TokenStream;
 
 mod context;
-mod derive;
-mod kernel;
-mod params;
-mod prefetch;
-mod shared;
-mod updates;
+mod generate;
+mod ident;
+mod level;
+mod parse;
+mod paths;
+mod rewrite;
+
+use parse::derive::{DeviceCopyStruct, KernelParamsStruct};
+use parse::kernel::{DeviceFn, Kernel};
+use parse::level::LevelEnum;
 
 /// Turns `fn NAME(params) { body }` into a GPU kernel and its typed host launcher.
 ///
@@ -60,14 +64,17 @@ mod updates;
 /// (slice `a` must hold at least `N` elements), `ptx = path` (the `PTX` table the launcher
 /// loads; `crate::PTX` by default, as written by `lookahead-builder`).
 ///
-/// **Kernels with `#[prefetch_next(level = auto)]` loops** are compiled twice: the PTX
-/// entry `NAME` runs those loops without prefetching, `NAME__hinted` prefetches at `l2`.
-/// Their host module also has `HINTED_NAME`, `Variant` (re-exported from
-/// `lookahead::launch::autotune`), `launch_variant(variant, on, cfg, args...)` (that entry,
-/// unmeasured) and `auto_choice(on) -> Option<Variant>`; `launch` picks the entry per GPU by
-/// measurement (the first launches alternate the two, timed with CUDA events on the launch
-/// stream, then the faster one is kept; every launch runs the caller's arguments once). On
-/// the CPU emulator `launch` runs the hinted body.
+/// **Kernels with `#[prefetch_next(level = auto)]` loops** are compiled once per candidate
+/// level: the PTX entry `NAME` runs those loops without prefetching, `NAME__l2`,
+/// `NAME__l2_evict_last`, ... prefetch at their level, and every entry takes the distance of
+/// the `distance = auto` loops as its last parameter. Their host module also has
+/// `CANDIDATES` (the plain entry, then each level at each distance), `ENTRIES` (each entry's
+/// level and name), `Level` and `Variant` (re-exported from `lookahead::launch::autotune`),
+/// `launch_variant(variant, on, cfg, args...)` (that candidate, unmeasured) and
+/// `auto_choice(on) -> Option<Variant>`; `launch` picks the candidate per GPU by measurement
+/// (the first launches take turns over the candidates, timed with CUDA events on the launch
+/// stream, and the fastest is kept; every launch runs the caller's arguments once). On the
+/// CPU emulator `launch` runs each candidate once, then the first hinted one.
 ///
 /// Compile errors: returning a value, generic parameters, `async`, `const`, an explicit ABI
 /// or `#[no_mangle]`, `self`, patterns other than plain names, parameters of any type not
@@ -75,7 +82,10 @@ mod updates;
 /// kernels with the same exported name in one crate.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    kernel::expand_kernel(attr.into(), item.into()).into()
+    match Kernel::parse(attr.into(), item.into()) {
+        Ok(k) => generate::kernel::kernel(&k).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// Marks a device helper function so its `#[prefetch_next]` loops are rewritten (and
@@ -92,7 +102,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
-    kernel::expand_device_fn(attr.into(), item.into()).into()
+    match DeviceFn::parse(attr.into(), item.into()) {
+        Ok(d) => generate::kernel::device_fn(&d).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// On a `for` loop inside a [`macro@kernel`] or [`macro@device_fn`] function: before
@@ -107,10 +120,12 @@ pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///   (`cp.async.bulk.prefetch.L2.global`) needs sm_90: asking for them when compiling for an
 ///   older architecture is a compile error naming the architecture, unless `portable` is
 ///   given, which falls back to plain per-line `prefetch.global.L2`.
-/// * `level = auto` (the recommended default, with `distance = 4`): the enclosing
-///   `#[kernel]` gets two entries, one where the loop does not prefetch and one where it
-///   prefetches at `l2`, and its launcher keeps whichever measures faster on the GPU it runs
-///   on (see [`macro@kernel`]). A hint that slows a kernel down is therefore never kept.
+/// * `level = auto` (the recommended default, with `distance = auto`): the enclosing
+///   `#[kernel]` gets an entry where the loop does not prefetch and one per candidate level
+///   where it does (those listed in `level = auto(l2, bulk, ..)`, else `l2` and
+///   `l2_evict_last`, and `bulk` when an iteration reads a chunk or a range), and its
+///   launcher keeps whichever measures fastest on the GPU it runs on (see [`macro@kernel`]).
+///   A hint that slows a kernel down is therefore never kept.
 ///   Only in a `#[kernel]`'s own body (a `#[device_fn]` is not an entry of its own).
 /// * Loop forms: integer ranges `a..b`, `a..=b`, `(a..b).step_by(s)` (grid-stride loops),
 ///   which prefetch element `i + distance * step` of every slice indexed by the loop
@@ -138,7 +153,7 @@ pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Used anywhere else (outside `#[kernel]`/`#[device_fn]`), it is a compile error.
 #[proc_macro_attribute]
 pub fn prefetch_next(attr: TokenStream, item: TokenStream) -> TokenStream {
-    prefetch::misplaced(attr.into(), item.into()).into()
+    generate::prefetch::misplaced(attr.into(), item.into()).into()
 }
 
 /// `shared_array!(T; N)`: a block-wide array of `N` elements of `T` in shared memory,
@@ -151,7 +166,10 @@ pub fn prefetch_next(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro]
 pub fn shared_array(input: TokenStream) -> TokenStream {
-    shared::expand(input.into()).into()
+    match syn::parse::<parse::shared::SharedArray>(input) {
+        Ok(s) => generate::shared::shared_array(&s).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// `#[derive(DeviceCopy)]` on a `#[repr(C)]` struct of plain data (integers, floats, arrays,
@@ -172,7 +190,10 @@ pub fn shared_array(input: TokenStream) -> TokenStream {
 /// (the error points at the field), padding bytes (add explicit fields), not `Copy`.
 #[proc_macro_derive(DeviceCopy)]
 pub fn derive_device_copy(input: TokenStream) -> TokenStream {
-    derive::device_copy(input.into()).into()
+    match DeviceCopyStruct::parse(input.into()) {
+        Ok(s) => generate::derive::device_copy(&s).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// `#[derive(KernelParams)]` on a `#[repr(C)]` struct with named fields that are views
@@ -196,12 +217,28 @@ pub fn derive_device_copy(input: TokenStream) -> TokenStream {
 /// pub fn scan(lists: Lists, out: &mut [f32]) { .. }
 ///
 /// // host:
-/// scan::launch(&gpu, cfg, ListsArgs { vectors: &buf, offsets: &offsets, dim: 128, _pad: 0 }, &mut out)?;
+/// let lists = ListsArgs { vectors: &buf, offsets: &offsets, dim: 128, _pad: 0 };
+/// scan::launch(&gpu, cfg, lists, &mut out)?;
 /// ```
 ///
 /// Compile errors as for [`macro@DeviceCopy`] (no padding: a view is 16 bytes, so pad a lone
 /// `u32`), and a view whose element type is not `DeviceCopy`.
 #[proc_macro_derive(KernelParams)]
 pub fn derive_kernel_params(input: TokenStream) -> TokenStream {
-    derive::kernel_params(input.into()).into()
+    match KernelParamsStruct::parse(input.into()) {
+        Ok(s) => generate::derive::kernel_params(&s).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// On an empty `enum` (the device runtime's `prefetch::Level`): one variant per prefetch
+/// level, and `ALL`, `name`, `ptx`, `code` and `parse`, from the table of levels that
+/// `#[prefetch_next]` reads too, so the levels are listed once.
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn prefetch_levels(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match LevelEnum::parse(attr.into(), item.into()) {
+        Ok(e) => generate::level::level_enum(&e).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }

@@ -40,6 +40,8 @@ pub use params::*;
 pub use plan_step::{plan, plan_pairs};
 pub use scan_step::{pull_scan, scan};
 
+use lookahead_device::prefetch::Level;
+
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/ivf_kernels_ptx.rs"));
 
@@ -82,11 +84,11 @@ pub const LANES_PER_ROW: usize = 8;
 pub const DIMS_PER_LANE: usize = MAX_DIM / LANES_PER_ROW;
 /// Vectors per work item of [`scan`] unless the caller picks another size.
 pub const DEFAULT_CHUNK_ROWS: u32 = 512;
-/// `hints` value for [`scan`]: no in-kernel hint.
+/// `hints` value for [`scan`]: no in-kernel hint (0, which no level's code is).
 pub const HINT_NONE: u32 = 0;
 /// `hints` value for [`scan`]: `prefetch.global.L2` over the warp's next work item (it does
 /// not migrate managed pages on the H100, driver 580.159.04).
-pub const HINT_L2: u32 = 1;
+pub const HINT_L2: u32 = Level::L2.code() as u32;
 /// `readiness[list]` after [`scan`]: the list arrived by request before it was read.
 pub const READY_ARRIVED: u32 = 1;
 /// `readiness[list]`: the request fell back, so the list was read through the fault path.

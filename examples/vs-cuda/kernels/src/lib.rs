@@ -44,6 +44,8 @@ mod kernels;
 mod dsl;
 pub use dsl::*;
 
+use lookahead_device::prefetch::Level;
+
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/vs_cuda_kernels_ptx.rs"));
 
@@ -51,14 +53,14 @@ include!(concat!(env!("OUT_DIR"), "/vs_cuda_kernels_ptx.rs"));
 #[cfg(not(target_arch = "nvptx64"))]
 pub const CUDA_TWINS: &str = include_str!("../cuda/twins.cu");
 
-/// No prefetch.
+/// No prefetch: `H` of the `_none` kernels (0, which no level's code is).
 pub const HINT_NONE: u8 = 0;
 /// `prefetch.global.L2` per line.
-pub const HINT_L2: u8 = 1;
+pub const HINT_L2: u8 = Level::L2.code();
 /// `prefetch.global.L2::evict_last` per line (sm_80+).
-pub const HINT_EVICT_LAST: u8 = 2;
+pub const HINT_EVICT_LAST: u8 = Level::L2EvictLast.code();
 /// `cp.async.bulk.prefetch.L2.global` per range (sm_90).
-pub const HINT_BULK: u8 = 3;
+pub const HINT_BULK: u8 = Level::Bulk.code();
 
 /// Floats per vector in the IVF scan (a warp's 32 lanes load 4 each).
 pub const DIM: usize = 128;

@@ -9,7 +9,7 @@ use std::{format, vec};
 use std::{string::String, string::ToString, vec::Vec};
 
 use lookahead::emu::{Emulator, Instruction};
-use lookahead::launch::autotune::{Hint, Variant};
+use lookahead::launch::autotune::{Level, Variant};
 use lookahead::launch::LaunchConfig;
 use lookahead_builder::ptx;
 use lookahead_tests::lines_inside_loops;
@@ -56,6 +56,32 @@ fn every_entry_is_in_the_ptx_and_the_cuda_twins() {
         assert!(CUDA_TWINS.contains(&format!("M(k##_{v}, ")), "{v}");
     }
     assert!(CUDA_TWINS.contains("M(k##_m_auto__l2, HINT_L2, 4)"));
+}
+
+/// `#define`s of `cuda/twins.cu` that give each name exactly `value`.
+fn twin_defines(name: &str, value: u8) -> bool {
+    CUDA_TWINS.lines().any(|l| {
+        l.split_whitespace()
+            .eq(["#define", name, &value.to_string()])
+    })
+}
+
+#[test]
+fn the_cuda_twins_number_the_hints_as_the_levels_do() {
+    let hints = [
+        ("HINT_NONE", HINT_NONE),
+        ("HINT_L2", HINT_L2),
+        ("HINT_EVICT_LAST", HINT_EVICT_LAST),
+        ("HINT_BULK", HINT_BULK),
+    ];
+    for (name, value) in hints {
+        assert!(
+            twin_defines(name, value),
+            "cuda/twins.cu: {name} is not {value}"
+        );
+        // The check tells numbers apart: the next one is refused.
+        assert!(!twin_defines(name, value + 1), "{name}");
+    }
 }
 
 #[test]
@@ -328,7 +354,7 @@ fn auto_variants_run_hinted_on_the_emulator_and_prefetch_what_m_l2_d4_prefetches
     assert!(traced.take_prefetch_trace().is_empty());
     assert_eq!(
         reduce_m_auto::auto_choice(&traced),
-        Some(Variant::new(Hint::L2, 0))
+        Some(Variant::new(Level::L2, 0))
     );
 }
 
@@ -362,10 +388,15 @@ fn the_embedding_bag_matches_the_cpu_in_every_candidate_and_prefetches_its_rows(
     let mut out = vec![f32::NAN; want.len()];
     bag_m_none::launch(&emu(), c, &table, &idx, &bag_off, &mut out).unwrap();
     close(&out, &want, 1e-5);
-    let levels: Vec<Hint> = bag_m_tuned::ENTRIES.iter().map(|e| e.0).collect();
+    let levels: Vec<Option<Level>> = bag_m_tuned::ENTRIES.iter().map(|e| e.0).collect();
     assert_eq!(
         levels,
-        [Hint::None, Hint::L2, Hint::L2EvictLast, Hint::Bulk]
+        [
+            None,
+            Some(Level::L2),
+            Some(Level::L2EvictLast),
+            Some(Level::Bulk)
+        ]
     );
     let traced = Emulator::new().workers(1).prefetch_trace(true);
     for v in bag_m_tuned::CANDIDATES {
@@ -451,7 +482,7 @@ fn every_candidate_of_a_tuned_kernel_computes_the_same_on_a_gpu() {
         assert_eq!(s.clone_dtoh(&out).unwrap(), want, "{v}");
     }
     let e = saxpy_m_tuned::launch_variant(
-        Variant::new(Hint::L1, 2),
+        Variant::new(Level::L1, 2),
         &gpu,
         c,
         2.0,

@@ -242,7 +242,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::launch::autotune::Hint;
+    use crate::launch::autotune::Level;
 
     fn d(variant: Variant, median_ms: f32, plain_ms: f32) -> Decision {
         Decision {
@@ -264,7 +264,7 @@ mod tests {
         let path = temp("roundtrip");
         let store = DecisionStore::open(Some(path.clone()));
         assert!(store.get("k").is_none());
-        let a = d(Variant::new(Hint::L2, 4), 1.25, 1.5);
+        let a = d(Variant::new(Level::L2, 4), 1.25, 1.5);
         let b = d(Variant::PLAIN, 1.0, 1.0);
         store.put("k", a.clone());
         store.put("other", a.clone());
@@ -282,7 +282,7 @@ mod tests {
     fn a_line_that_does_not_check_out_is_ignored() {
         let path = temp("corrupt");
         let store = DecisionStore::open(Some(path.clone()));
-        store.put("good", d(Variant::new(Hint::L2, 4), 1.0, 2.0));
+        store.put("good", d(Variant::new(Level::L2, 4), 1.0, 2.0));
         let mut text = fs::read_to_string(&path).unwrap();
         text.push_str(&line("edited", &d(Variant::PLAIN, 1.0, 1.0)).replace("plain", "l2_d4"));
         text.push_str("torn line without a checksum");
@@ -301,11 +301,11 @@ mod tests {
         assert_eq!(Mode::parse(Some("plain")), Ok(Mode::Force(Variant::PLAIN)));
         assert_eq!(
             Mode::parse(Some(" l2_evict_last_d2 ")),
-            Ok(Mode::Force(Variant::new(Hint::L2EvictLast, 2)))
+            Ok(Mode::Force(Variant::new(Level::L2EvictLast, 2)))
         );
         assert_eq!(
             Mode::parse(Some("hinted")),
-            Ok(Mode::Force(Variant::new(Hint::L2, 0)))
+            Ok(Mode::Force(Variant::new(Level::L2, 0)))
         );
         assert!(Mode::parse(Some("fast"))
             .unwrap_err()

@@ -41,7 +41,7 @@ use cudarc::driver::{CudaEvent, CudaStream};
 
 pub use key::{key, shape_bucket, size_bucket, TuneKey};
 pub use selector::{AutoConfig, CandidateReport, Selector};
-pub use variant::{entry_for, Hint, Variant};
+pub use variant::{entry_for, Level, Variant};
 
 use super::decisions::{self, Decision, DecisionStore, Mode, Origin};
 use crate::launch::{LaunchConfig, LaunchOn};
@@ -286,7 +286,7 @@ impl AutoTuner {
         };
         let cached = self
             .cached(&key)
-            .filter(|d| candidates.iter().any(|c| c.hint == d.variant.hint));
+            .filter(|d| candidates.iter().any(|c| c.level == d.variant.level));
         let (selector, origin) = match (forced, &cached) {
             (Some(v), _) => (
                 Selector::decided(candidates, config, v),
@@ -453,12 +453,12 @@ impl AutoTuner {
 /// What `LOOKAHEAD_AUTOTUNE` forcing `v` means for a kernel with `candidates`: `v` when the
 /// kernel has its level (at the kernel's first distance when `v` names none), else plain.
 fn forced_variant(v: Variant, candidates: &[Variant]) -> Variant {
-    let Some(first) = candidates.iter().find(|c| c.hint == v.hint) else {
+    let Some(first) = candidates.iter().find(|c| c.level == v.level) else {
         return Variant::PLAIN;
     };
     match (v.distance, first.distance) {
         (0, _) | (_, 0) => *first,
-        (d, _) => Variant::new(v.hint, d),
+        (distance, _) => Variant { distance, ..*first },
     }
 }
 

@@ -55,8 +55,8 @@ pub struct CandidateReport {
 /// The choice among one kernel's candidates on one device, from timings it is fed.
 ///
 /// ```
-/// use lookahead::launch::autotune::{AutoConfig, Hint, Selector, Variant};
-/// let candidates = [Variant::PLAIN, Variant::new(Hint::L2, 1), Variant::new(Hint::L2, 8)];
+/// use lookahead::launch::autotune::{AutoConfig, Level, Selector, Variant};
+/// let candidates = [Variant::PLAIN, Variant::new(Level::L2, 1), Variant::new(Level::L2, 8)];
 /// let ms = |v: Variant| match v.distance { 0 => 1.0, 1 => 0.8, _ => 1.5 };
 /// let cfg = AutoConfig { samples: 2, max_samples: 4, ..AutoConfig::default() };
 /// let mut s = Selector::new(&candidates, cfg);
@@ -65,7 +65,7 @@ pub struct CandidateReport {
 ///     s.launched(v);
 ///     s.record(v, ms(v));
 /// }
-/// assert_eq!(s.choice(), Some(Variant::new(Hint::L2, 1)));
+/// assert_eq!(s.choice(), Some(Variant::new(Level::L2, 1)));
 /// ```
 #[derive(Debug, Clone)]
 pub struct Selector {
@@ -260,7 +260,7 @@ fn median(v: &[f32]) -> Option<f32> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::variant::Hint;
+    use super::super::variant::Level;
     use super::*;
 
     fn cfg(samples: usize, max_samples: usize) -> AutoConfig {
@@ -272,7 +272,7 @@ mod tests {
     }
 
     fn l2(d: u32) -> Variant {
-        Variant::new(Hint::L2, d)
+        Variant::new(Level::L2, d)
     }
 
     /// Runs the selector like the launcher does: ask, launch, and feed timings back one

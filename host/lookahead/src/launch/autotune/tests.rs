@@ -8,7 +8,7 @@ fn cfg(samples: usize) -> AutoConfig {
     }
 }
 
-const L2: Variant = Variant::new(Hint::L2, 4);
+const L2: Variant = Variant::new(Level::L2, 4);
 const CANDIDATES: [Variant; 2] = [Variant::PLAIN, L2];
 
 fn key(kernel: &'static str) -> TuneKey {
@@ -116,7 +116,7 @@ fn a_second_tuner_on_the_same_file_takes_the_decision_without_tuning_launches() 
         );
     }
     // A cached level the kernel no longer has is not trusted.
-    let plain_only = [Variant::PLAIN, Variant::new(Hint::Bulk, 0)];
+    let plain_only = [Variant::PLAIN, Variant::new(Level::Bulk, 0)];
     let third = AutoTuner::with_store(DecisionStore::open(Some(path.clone())), Mode::Tune);
     assert!(third.plan(key, &plain_only).measure.is_some());
     // Forgetting measures again, ignoring the file, and the new decision replaces it.
@@ -137,23 +137,23 @@ fn a_forced_mode_measures_nothing_and_falls_back_to_plain_without_the_level() {
     assert_eq!(t.plan(key("f"), &CANDIDATES), Plan::fixed(Variant::PLAIN));
     let s = t.status(key("f")).unwrap();
     assert_eq!((s.origin, s.launches), (Some(Origin::Forced), 0));
-    let t = forced(Variant::new(Hint::L2, 0));
+    let t = forced(Variant::new(Level::L2, 0));
     assert_eq!(
         t.plan(key("f"), &CANDIDATES),
         Plan::fixed(L2),
         "the kernel's distance"
     );
-    let t = forced(Variant::new(Hint::L2, 9));
-    let nine = Variant::new(Hint::L2, 9);
+    let t = forced(Variant::new(Level::L2, 9));
+    let nine = Variant::new(Level::L2, 9);
     assert_eq!(t.plan(key("f"), &CANDIDATES), Plan::fixed(nine));
-    let t = forced(Variant::new(Hint::Bulk, 2));
+    let t = forced(Variant::new(Level::Bulk, 2));
     assert_eq!(t.plan(key("f"), &CANDIDATES), Plan::fixed(Variant::PLAIN));
 }
 
 #[test]
 fn the_emulator_runs_each_candidate_once_hinted_first_then_the_first_hinted() {
     let t = AutoTuner::new();
-    let c = [Variant::PLAIN, L2, Variant::new(Hint::Bulk, 4)];
+    let c = [Variant::PLAIN, L2, Variant::new(Level::Bulk, 4)];
     let runs: Vec<Variant> = (0..5).map(|_| t.emulated(1, "e", &c)).collect();
     assert_eq!(runs, [c[1], c[2], c[0], c[1], c[1]]);
     assert_eq!(

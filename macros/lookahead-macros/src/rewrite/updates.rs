@@ -7,10 +7,12 @@
 
 use std::collections::HashSet;
 
-use proc_macro2::Span;
-use quote::quote;
 use syn::visit_mut::VisitMut;
 use syn::{BinOp, Block, Expr, Ident, Stmt};
+
+use crate::ident::mixed;
+use crate::parse::shown;
+use crate::paths;
 
 /// Instruments the updates in `block` of places rooted at one of `params`.
 pub fn instrument(block: &mut Block, params: &[Ident]) {
@@ -55,7 +57,7 @@ impl Updates {
             return None;
         }
         let (base, index) = (&ix.expr, &ix.index);
-        let shown = quote!(#place).to_string().replace(' ', "");
+        let (shown, hooks) = (shown(place), paths::emu_hooks());
         let (v, i) = (mixed("__lk_value"), mixed("__lk_index"));
         // The update itself, with the user's tokens (so type errors point at the user's
         // operator), on the bound value and index.
@@ -67,7 +69,7 @@ impl Updates {
             let () = {
                 let #v = #value;
                 let #i = #index;
-                ::lookahead_device::__emu::hooks::global_update(
+                #hooks::global_update(
                     ::core::ptr::addr_of!(#base[#i]) as usize,
                     #shown,
                     #op,
@@ -115,11 +117,7 @@ fn compound(op: &BinOp) -> Option<&'static str> {
 
 /// Whether `place` (as tokens) occurs in `value`: `y[i] = y[i] + v` reads what it writes.
 fn mentions(value: &Expr, place: &Expr) -> bool {
-    let (v, p) = (
-        quote!(#value).to_string().replace(' ', ""),
-        quote!(#place).to_string().replace(' ', ""),
-    );
-    v.contains(&p)
+    shown(value).contains(&shown(place))
 }
 
 /// `expr` (`x[index] op value`) as `x[i] op v`, every other token the user's.
@@ -135,8 +133,4 @@ fn with_value_and_index(expr: &Expr, v: &Ident, i: &Ident) -> Expr {
     }
     *right = syn::parse_quote!(#v);
     e
-}
-
-fn mixed(name: &str) -> Ident {
-    Ident::new(name, Span::mixed_site())
 }

@@ -1,46 +1,21 @@
-//! `shared_array!`: a module-level `.shared` declaration with a unique name.
+//! `shared_array!`: a module-level `.shared` declaration with a unique name, and the handle
+//! to it.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{Expr, Token, Type};
+
+use crate::parse::shared::SharedArray;
+use crate::paths;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// The most static shared memory a block may declare (`ptxas` refuses more): 48 KiB.
 const MAX_STATIC_SHARED: usize = 48 * 1024;
 
-struct Input {
-    ty: Type,
-    len: Expr,
-}
-
-impl Parse for Input {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let ty: Type = input.parse()?;
-        input.parse::<Token![;]>().map_err(|e| {
-            syn::Error::new(
-                e.span(),
-                "expected `shared_array!(T; N)`, for example `shared_array!(f32; 256)`",
-            )
-        })?;
-        let len: Expr = input.parse()?;
-        if !input.is_empty() {
-            return Err(
-                input.error("unexpected tokens after the length; write `shared_array!(T; N)`")
-            );
-        }
-        Ok(Input { ty, len })
-    }
-}
-
-pub fn expand(input: TokenStream) -> TokenStream {
-    let Input { ty, len } = match syn::parse2::<Input>(input) {
-        Ok(i) => i,
-        Err(e) => return e.to_compile_error(),
-    };
+pub fn shared_array(input: &SharedArray) -> TokenStream {
+    let SharedArray { ty, len } = input;
     let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_else(|_| "crate".into());
     let krate: String = krate
         .chars()
@@ -60,6 +35,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
             #too_big
         );
     };
+    let d = paths::device();
     quote! {{
         #check
         // `global_asm!` is an item: give it a module, so it is not in statement position.
@@ -70,14 +46,22 @@ pub fn expand(input: TokenStream) -> TokenStream {
             use super::*;
             ::core::arch::global_asm!(
                 #decl,
-                align = const if ::core::mem::align_of::<#ty>() > 16 { ::core::mem::align_of::<#ty>() } else { 16 },
-                size = const if ::core::mem::size_of::<[#ty; #len]>() == 0 { 1 } else { ::core::mem::size_of::<[#ty; #len]>() },
+                align = const if ::core::mem::align_of::<#ty>() > 16 {
+                    ::core::mem::align_of::<#ty>()
+                } else {
+                    16
+                },
+                size = const if ::core::mem::size_of::<[#ty; #len]>() == 0 {
+                    1
+                } else {
+                    ::core::mem::size_of::<[#ty; #len]>()
+                },
             );
         }
         // SAFETY: the symbol is a `.shared` array of `N` elements of `T`, aligned for `T`.
         unsafe {
-            ::lookahead_device::SharedArray::<#ty, { #len }>::from_generic_ptr(
-                ::lookahead_device::__shared_generic_ptr!(
+            #d::SharedArray::<#ty, { #len }>::from_generic_ptr(
+                #d::__shared_generic_ptr!(
                     #sym,
                     ::core::concat!(::core::file!(), ":", ::core::line!(), ":", ::core::column!()),
                     #ty,

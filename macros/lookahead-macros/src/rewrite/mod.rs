@@ -1,0 +1,133 @@
+//! Passes over the body of a `#[kernel]` or `#[device_fn]`: its `#[prefetch_next]` loops
+//! (each parsed by `parse::loops`, its code from `generate::prefetch`), then the emulator's
+//! instrumentation of read-modify-writes (`updates`).
+
+pub mod updates;
+
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{Attribute, Block, Expr};
+
+use crate::generate;
+use crate::level::Level;
+use crate::parse::loops::{is_prefetch_attr, PrefetchLoop, FORMS};
+use crate::parse::prefetch::Distance;
+
+/// Which entry of a kernel a body is rewritten for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// The kernel's own entry (or a device function): `level = auto` loops do not prefetch.
+    Plain,
+    /// The entry at a candidate level: `level = auto` loops that list it prefetch at it.
+    At(Level),
+}
+
+/// What a body's `level = auto` loops ask for: the kernel's candidate levels and distances.
+#[derive(Default)]
+pub struct AutoSummary {
+    /// Every level some `level = auto` loop tries, sorted (empty: there is no such loop).
+    pub levels: Vec<Level>,
+    /// Every distance some `distance = auto` loop tries, sorted (empty: none has one).
+    pub distances: Vec<u64>,
+}
+
+/// Rewrites every `#[prefetch_next]` loop in `block` for `entry` (inner loops first, so an
+/// outer loop is parsed with its inner ones rewritten); returns the errors found and what
+/// the `level = auto` loops ask for. `level = auto` is an error unless `allow_auto`.
+pub fn loops(block: &mut Block, entry: Entry, allow_auto: bool) -> (Vec<syn::Error>, AutoSummary) {
+    let mut r = Rewriter {
+        errors: Vec::new(),
+        entry,
+        allow_auto,
+        summary: AutoSummary::default(),
+    };
+    r.visit_block_mut(block);
+    let s = &mut r.summary;
+    s.levels.sort();
+    s.levels.dedup();
+    s.distances.sort_unstable();
+    s.distances.dedup();
+    (r.errors, r.summary)
+}
+
+struct Rewriter {
+    errors: Vec<syn::Error>,
+    entry: Entry,
+    allow_auto: bool,
+    summary: AutoSummary,
+}
+
+impl Rewriter {
+    /// The loop `e`, if it has a `#[prefetch_next]`.
+    fn rewrite(&mut self, e: &mut Expr) {
+        let Expr::ForLoop(f) = e else { return };
+        let Some(pos) = f.attrs.iter().position(is_prefetch_attr) else {
+            return;
+        };
+        let attr = f.attrs.remove(pos);
+        if let Some(again) = f.attrs.iter().find(|a| is_prefetch_attr(a)) {
+            self.errors.push(syn::Error::new(
+                again.span(),
+                "only one #[prefetch_next] per loop",
+            ));
+            return;
+        }
+        let l = match PrefetchLoop::parse(f, &attr, self.allow_auto) {
+            Ok(l) => l,
+            Err(err) => return self.errors.push(err),
+        };
+        self.summary.levels.extend(&l.auto_levels);
+        if let Distance::Auto(ds) = &l.options.distance {
+            self.summary.distances.extend(ds);
+        }
+        if let Some(new) = generate::prefetch::loop_for(&l, self.entry) {
+            *e = new;
+        }
+    }
+}
+
+impl VisitMut for Rewriter {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        // Inner loops first.
+        syn::visit_mut::visit_expr_mut(self, e);
+        if let Expr::ForLoop(_) = e {
+            self.rewrite(e);
+        } else if let Some(attrs) = expr_attrs(e) {
+            if let Some(a) = attrs.iter().find(|a| is_prefetch_attr(a)) {
+                self.errors.push(syn::Error::new(
+                    a.span(),
+                    format!("#[prefetch_next] goes on a `for` loop; {FORMS}"),
+                ));
+            }
+        }
+    }
+
+    fn visit_stmt_mut(&mut self, s: &mut syn::Stmt) {
+        match s {
+            syn::Stmt::Local(l) => {
+                if let Some(a) = l.attrs.iter().find(|a| is_prefetch_attr(a)) {
+                    self.errors.push(syn::Error::new(
+                        a.span(),
+                        format!("#[prefetch_next] goes on a `for` loop, not a `let`; {FORMS}"),
+                    ));
+                }
+            }
+            syn::Stmt::Item(_) => return, // nested items are not part of this function
+            _ => {}
+        }
+        syn::visit_mut::visit_stmt_mut(self, s);
+    }
+}
+
+fn expr_attrs(e: &Expr) -> Option<&Vec<Attribute>> {
+    Some(match e {
+        Expr::While(x) => &x.attrs,
+        Expr::Loop(x) => &x.attrs,
+        Expr::Block(x) => &x.attrs,
+        Expr::If(x) => &x.attrs,
+        Expr::Call(x) => &x.attrs,
+        Expr::MethodCall(x) => &x.attrs,
+        Expr::Assign(x) => &x.attrs,
+        _ => return None,
+    })
+}
