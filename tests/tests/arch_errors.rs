@@ -10,10 +10,11 @@
 //! and the device runtime are already compiled there: each fixture build takes about a
 //! second).
 //!
-//! It has its own `main` (`harness = false`) because rustc runs the linker of each nested
-//! build, and the builder's linker is this executable in link mode. Like a libtest binary it
-//! accepts a name filter, `--list`, and `--ignored` (it has no GPU tests, so `--ignored`, as
-//! `scripts/gpu-tests.sh run` passes it, runs nothing).
+//! It has its own `main` (`harness = false`), which runs the cases one after another: each
+//! builds in the same nested target directories, where parallel builds would only wait for
+//! cargo's lock. Like a libtest binary it accepts a name filter, `--list`, and `--ignored`
+//! (it has no GPU tests, so `--ignored`, as `scripts/gpu-tests.sh run` passes it, runs
+//! nothing).
 
 use std::env;
 use std::fs;
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use lookahead_builder::{link, ptx, Arch, BuildError, KernelBuilder};
+use lookahead_builder::{ptx, Arch, BuildError, KernelBuilder};
 use lookahead_tests::lines_inside_loops;
 
 /// An instruction that one architecture has and older ones lack, asked for without
@@ -145,12 +146,9 @@ fn fixture(dir: &str) -> PathBuf {
         .join(dir)
 }
 
-/// Builds fixture `dir` for `arch` through `lookahead-builder`, this executable linking.
+/// Builds fixture `dir` for `arch` through `lookahead-builder`.
 fn build(dir: &str, arch: Arch) -> Result<String, BuildError> {
-    let exe = env::current_exe().expect("the test executable's path");
-    let mut builder = KernelBuilder::new(fixture(dir))
-        .archs([arch])
-        .linker_exe(exe);
+    let mut builder = KernelBuilder::new(fixture(dir)).archs([arch]);
     // The directory build scripts use (`<target>/lookahead-ptx`, unless
     // LOOKAHEAD_PTX_TARGET_DIR says otherwise, which the builder then reads itself).
     if env::var_os("LOOKAHEAD_PTX_TARGET_DIR").is_none() {
@@ -329,10 +327,6 @@ fn portable_case(arch: Arch) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    // Started by a nested rustc as the PTX linker.
-    if link::in_link_mode() {
-        std::process::exit(link::link_from_args());
-    }
     let args: Vec<String> = env::args().skip(1).collect();
     let flag = |f: &str| args.iter().any(|a| a == f);
     let filter = args.iter().find(|a| !a.starts_with('-'));

@@ -20,7 +20,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use rust_cuda_kernels::{GemmDims, API_WORDS, GEMM_TILE, TRANSPOSE_TILE};
 
 /// The PTX `lookahead-cuda-builder` built from `kernels/` (sm_80, loads on later GPUs).
-static PTX: &str = include_str!(env!("KERNEL_PTX_PATH"));
+static PTX: &str = include_str!(env!("RUST_CUDA_KERNELS_PTX"));
 
 #[derive(Parser)]
 #[command(about = "Rust-CUDA-style kernels built by Lookahead, checked on the GPU")]
