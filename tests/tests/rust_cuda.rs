@@ -1,18 +1,28 @@
 //! The Rust-CUDA-style kernels of `examples/rust-cuda`, built by `cuda_builder`
 //! (lookahead-cuda-builder) for sm_80 and sm_90: every kernel is an entry, shared memory
 //! is PTX's `.shared` state space (the link-time pass moved it there), the only externs are
-//! the driver's, and `ptxas` accepts both modules.
+//! the driver's, `ptxas` accepts both modules, `compute_XX` cfgs hold as under Rust-CUDA,
+//! and `build_args` features reach the nested build.
 
 use lookahead_tests::rust_cuda_kernels_ptx::PTX;
 
-const KERNELS: [&str; 6] = [
+const KERNELS: [&str; 12] = [
     "vecadd",
     "transpose",
     "reduce_sum",
     "gemm_tile",
     "heap_sum",
     "api_check",
+    "grid_transform",
+    "float_ext",
+    "float_bits",
+    "wide_shuffles",
+    "arch_features",
+    "dependencies",
 ];
+
+/// The PTX built with `build_args(&["--features", "extra-kernel"])` for sm_80.
+const EXTRA_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rust_cuda_extra.ptx"));
 
 /// The body of entry `kernel` in `module`, up to the next entry.
 fn body<'a>(module: &'a str, kernel: &str) -> &'a str {
@@ -115,4 +125,45 @@ fn only_driver_functions_are_external() {
 #[test]
 fn ptxas_accepts_both_modules() {
     lookahead_tests::assert_ptxas_accepts("rust_cuda_kernels", PTX);
+}
+
+#[test]
+fn compute_cfgs_hold_from_their_architecture_on() {
+    for (cc, text) in PTX {
+        // 60 + 70 + 80 = 210.0 for sm_80; + 90 = 300.0 for sm_90 (stored as its bits).
+        let (sum, bits) = match cc {
+            80 => (210.0f32, "1129447424"),
+            _ => (300.0f32, "1133903872"),
+        };
+        assert_eq!(sum.to_bits().to_string(), bits);
+        let body = body(text, "arch_features");
+        assert!(
+            body.contains(bits) || body.contains(&format!("0f{:08X}", sum.to_bits())),
+            "sm_{cc}: arch_features does not store {sum}:\n{body}"
+        );
+    }
+}
+
+#[test]
+fn float_atomics_have_bitwise_operations_and_shuffles_move_128_bits() {
+    for (cc, text) in PTX {
+        let bits = body(text, "float_bits");
+        for op in ["atom.relaxed.gpu.or.b32", "atom.relaxed.gpu.and.b32", "atom.relaxed.cta.xor.b32"] {
+            assert!(bits.contains(op), "sm_{cc}: float_bits lacks {op}");
+        }
+        // A u128 xor-shuffle is four 32-bit shuffles.
+        let shuffles = body(text, "wide_shuffles");
+        assert_eq!(shuffles.matches("shfl.sync.bfly.b32").count(), 4, "sm_{cc}");
+        assert!(shuffles.contains("shfl.sync.down.b32") && shuffles.contains("shfl.sync.idx.b32"));
+    }
+}
+
+#[test]
+fn build_args_features_reach_the_kernel_crate() {
+    assert!(EXTRA_PTX.contains(".visible .entry extra_marker("));
+    assert!(EXTRA_PTX.contains(".target sm_80"));
+    for (cc, text) in PTX {
+        assert!(!text.contains("extra_marker"), "sm_{cc}: built without the feature");
+    }
+    lookahead_tests::assert_ptxas_accepts("rust_cuda_extra", &[(80, EXTRA_PTX)]);
 }

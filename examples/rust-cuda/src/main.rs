@@ -7,6 +7,8 @@
 //! cargo run --release -p rust-cuda-example -- [--seed N]
 //! ```
 
+mod current_api;
+
 use std::error::Error;
 use std::sync::Arc;
 
@@ -281,13 +283,20 @@ fn main() -> Result<()> {
     println!("device: {} (seed {seed})", ctx.name()?);
     let mut rng = StdRng::seed_from_u64(seed);
     type Check = fn(&Gpu, &mut StdRng) -> Result<f64>;
-    let checks: [(&str, Check, f64); 6] = [
+    let checks: [(&str, Check, f64); 12] = [
         ("vecadd", check_vecadd, 0.0),
         ("transpose", check_transpose, 0.0),
         ("reduce_sum", check_reduce, 1e-4),
         ("gemm_tile", check_gemm, 1e-5),
         ("heap_sum", |gpu, _| check_heap(gpu), 0.0),
         ("api_check", |gpu, _| check_api(gpu), 0.0),
+        ("grid_transform", current_api::check_grid_transform, 1e-5),
+        // libdevice's erf, normcdf and j0 are within a few ulp of the f64 reference.
+        ("float_ext", current_api::check_float_ext, 1e-5),
+        ("float_bits", |gpu, _| current_api::check_float_bits(gpu), 0.0),
+        ("wide_shuffles", |gpu, _| current_api::check_wide_shuffles(gpu), 0.0),
+        ("arch_features", |gpu, _| current_api::check_arch_features(gpu), 0.0),
+        ("dependencies", current_api::check_dependencies, 0.0),
     ];
     let mut failed = 0;
     for (name, check, tolerance) in checks {
@@ -295,7 +304,7 @@ fn main() -> Result<()> {
         let ok = error <= tolerance;
         failed += usize::from(!ok);
         println!(
-            "{name:<12} worst relative error {error:.2e} (allowed {tolerance:.0e}): {}",
+            "{name:<14} worst relative error {error:.2e} (allowed {tolerance:.0e}): {}",
             if ok { "ok" } else { "MISMATCH" }
         );
     }

@@ -98,6 +98,8 @@ pub(crate) struct DeviceOptions {
     allowed_externs: Vec<String>,
     /// rustc flags for every crate of the device build (dependencies and `core` too).
     rustflags: Vec<String>,
+    /// More such flags, which depend on the architecture being built.
+    arch_rustflags: Option<fn(Arch) -> Vec<String>>,
     /// Arguments for the nested cargo (`--features x`).
     cargo_args: Vec<String>,
     /// The folder under the target directory that holds one build folder per architecture
@@ -114,6 +116,7 @@ impl Default for DeviceOptions {
             cuda_arch_env: false,
             allowed_externs: Vec::new(),
             rustflags: Vec::new(),
+            arch_rustflags: None,
             cargo_args: Vec::new(),
             build_dir: None,
         }
@@ -177,6 +180,13 @@ impl KernelBuilder {
         self
     }
 
+    /// Gives every crate of the device build for an architecture the rustc flags `flags`
+    /// returns for it (`--cfg`s that say which architecture it is).
+    pub fn arch_rustflags(mut self, flags: fn(Arch) -> Vec<String>) -> Self {
+        self.device.arch_rustflags = Some(flags);
+        self
+    }
+
     /// Passes `arg` to the nested cargo (`--features`, `--no-default-features`, ...).
     pub fn cargo_arg(mut self, arg: &str) -> Self {
         self.device.cargo_args.push(arg.to_string());
@@ -218,6 +228,11 @@ impl KernelBuilder {
     pub fn validate(mut self, yes: bool) -> Self {
         self.validate = yes;
         self
+    }
+
+    /// The kernel crate's library root (`src/lib.rs`, or what its `[lib] path` says).
+    pub fn lib_root(&self) -> Result<PathBuf, BuildError> {
+        metadata::lib_root(&self.crate_dir)
     }
 
     /// The architectures this builder will build.
@@ -322,6 +337,7 @@ impl KernelBuilder {
             DISABLED_MIR_PASSES.to_string(),
         ];
         flags.extend(self.device.rustflags.iter().cloned());
+        flags.extend(self.device.arch_rustflags.map(|f| f(arch)).unwrap_or_default());
         flags
     }
 

@@ -12,19 +12,29 @@ use crate::BuildError;
 /// The kernel crate's library name, after checking (with `require_no_std`) that its root is
 /// `#![no_std]`.
 pub(crate) fn lib_name(crate_dir: &Path, require_no_std: bool) -> Result<String, BuildError> {
-    let meta = package_metadata(crate_dir)?;
-    let pkg = meta
-        .iter()
+    let pkg = package(crate_dir)?;
+    if require_no_std {
+        check_no_std(&pkg.lib_root)?;
+    }
+    Ok(pkg.lib_name)
+}
+
+/// The kernel crate's library root (`src/lib.rs`, or what `[lib] path` says).
+pub(crate) fn lib_root(crate_dir: &Path) -> Result<PathBuf, BuildError> {
+    Ok(package(crate_dir)?.lib_root)
+}
+
+fn package(crate_dir: &Path) -> Result<LocalPackage, BuildError> {
+    let crate_dir = fs::canonicalize(crate_dir)
+        .map_err(|e| BuildError::io("opening kernel crate", crate_dir, e))?;
+    let meta = package_metadata(&crate_dir)?;
+    (meta.into_iter())
         .find(|p| p.manifest_dir == crate_dir)
         .ok_or_else(|| BuildError::ToolFailed {
             command: "cargo metadata".into(),
             status: "no package".into(),
             stderr: format!("no package with its manifest in {}", crate_dir.display()),
-        })?;
-    if require_no_std {
-        check_no_std(&pkg.lib_root)?;
-    }
-    Ok(pkg.lib_name.clone())
+        })
 }
 
 /// A kernel crate is `#![no_std]` on every target, not only on the GPU: then its host build

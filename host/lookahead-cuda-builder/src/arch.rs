@@ -1,6 +1,8 @@
 //! Rust-CUDA's names for GPU architectures, and the `compute_XX` target features each one
 //! sets for `#[cfg(target_feature = "compute_70")]`.
 
+use lookahead_builder::Arch;
+
 /// A GPU architecture, named as Rust-CUDA names them (`Compute80` is sm_80).
 ///
 /// rustc's backend and CUDA 12's `ptxas` support sm_50 and later (sm_35 and sm_37 are
@@ -120,9 +122,12 @@ impl NvvmArch {
 /// `target_feature` unless `explicit_builtin_cfgs_in_flags` is allowed), and every
 /// architecture's name is declared an expected value, so a misspelt one still warns
 /// (`unexpected_cfgs`).
-pub(crate) fn target_feature_flags(arch: NvvmArch) -> Vec<String> {
+pub(crate) fn target_feature_flags(arch: Arch) -> Vec<String> {
     let mut flags = vec!["-Aexplicit_builtin_cfgs_in_flags".to_string()];
-    let features = arch.all_target_features();
+    let features: Vec<String> = (NvvmArch::ALL.iter())
+        .filter(|a| a.capability() <= arch.compute_capability())
+        .map(|a| a.target_feature())
+        .collect();
     flags.extend(
         (features.iter()).map(|f| format!("--cfg=target_feature=\"{f}\"")),
     );
@@ -153,9 +158,10 @@ mod tests {
 
     #[test]
     fn flags_set_the_features_and_declare_every_name() {
-        let flags = target_feature_flags(NvvmArch::Compute61);
+        let flags = target_feature_flags(Arch::SM_80);
+        assert!(flags.contains(&"--cfg=target_feature=\"compute_80\"".to_string()));
         assert!(flags.contains(&"--cfg=target_feature=\"compute_61\"".to_string()));
-        assert!(!flags.contains(&"--cfg=target_feature=\"compute_62\"".to_string()));
+        assert!(!flags.contains(&"--cfg=target_feature=\"compute_86\"".to_string()));
         let check = flags.last().unwrap();
         assert!(check.contains("\"compute_121\"") && check.contains("\"compute_35\""));
     }

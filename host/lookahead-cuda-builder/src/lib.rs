@@ -188,13 +188,11 @@ impl CudaBuilder {
         for attr in ALL_CRATE_ATTRS {
             builder = builder.rustflag(&format!("-Zcrate-attr={attr}"));
         }
-        for flag in arch::target_feature_flags(self.arch) {
-            builder = builder.rustflag(&flag);
-        }
+        builder = builder.arch_rustflags(arch::target_feature_flags);
         for arg in &self.build_args {
             builder = builder.cargo_arg(arg);
         }
-        let root = crate_root(&self.path_to_crate);
+        let root = builder.lib_root()?;
         let text = fs::read_to_string(&root).map_err(|source| CudaBuilderError::ReadRoot {
             path: root.clone(),
             source,
@@ -202,14 +200,9 @@ impl CudaBuilder {
         for attr in missing_crate_attrs(&text) {
             builder = builder.crate_attr(attr);
         }
-        warn_about_nvvm_attributes(&self.path_to_crate);
+        warn_about_nvvm_attributes(root.parent().unwrap_or(&root));
         Ok(builder)
     }
-}
-
-/// `src/lib.rs` of the crate (kernel crates for Rust-CUDA keep the default layout).
-fn crate_root(crate_dir: &Path) -> PathBuf {
-    crate_dir.join("src").join("lib.rs")
 }
 
 /// The PTX ISA version for `arch` when none is asked for: 8.0, or the first version that
@@ -239,9 +232,10 @@ fn missing_crate_attrs(root: &str) -> Vec<&'static str> {
 
 /// `nvvm_internal::...` attributes tell Rust-CUDA's codegen something (an address space, a
 /// kernel); rustc accepts them, registered as a tool, and ignores them. Each one in the
-/// kernel crate's sources is a warning, so a different result is never silent.
-fn warn_about_nvvm_attributes(crate_dir: &Path) {
-    let mut todo = vec![crate_dir.join("src")];
+/// kernel crate's sources (the folder of its root) is a warning, so a different result is
+/// never silent.
+fn warn_about_nvvm_attributes(src_dir: &Path) {
+    let mut todo = vec![src_dir.to_path_buf()];
     let mut files = Vec::new();
     while let Some(dir) = todo.pop() {
         for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
