@@ -148,7 +148,11 @@ fn compute_cfgs_hold_from_their_architecture_on() {
 fn float_atomics_have_bitwise_operations_and_shuffles_move_128_bits() {
     for (cc, text) in PTX {
         let bits = body(text, "float_bits");
-        for op in ["atom.relaxed.gpu.or.b32", "atom.relaxed.gpu.and.b32", "atom.relaxed.cta.xor.b32"] {
+        for op in [
+            "atom.relaxed.gpu.or.b32",
+            "atom.relaxed.gpu.and.b32",
+            "atom.relaxed.cta.xor.b32",
+        ] {
             assert!(bits.contains(op), "sm_{cc}: float_bits lacks {op}");
         }
         // A u128 xor-shuffle is four 32-bit shuffles.
@@ -163,7 +167,10 @@ fn build_args_features_reach_the_kernel_crate() {
     assert!(EXTRA_PTX.contains(".visible .entry extra_marker("));
     assert!(EXTRA_PTX.contains(".target sm_80"));
     for (cc, text) in PTX {
-        assert!(!text.contains("extra_marker"), "sm_{cc}: built without the feature");
+        assert!(
+            !text.contains("extra_marker"),
+            "sm_{cc}: built without the feature"
+        );
     }
     lookahead_tests::assert_ptxas_accepts("rust_cuda_extra", &[(80, EXTRA_PTX)]);
 }

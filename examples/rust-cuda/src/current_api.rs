@@ -96,10 +96,20 @@ pub(crate) fn check_float_bits(gpu: &Gpu) -> Result<f64> {
     launch.arg(&mut words);
     // SAFETY: matches `float_bits(words: *mut u32)`; one block of 64 threads (the xor is
     // block-scoped), three words.
-    unsafe { launch.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 }) }?;
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (64, 1, 1),
+            shared_mem_bytes: 0,
+        })
+    }?;
     // 64 threads: every bit set; odd bits cleared; bit k flipped by the threads t % 3 == k
     // (22, 21 and 21 of them), so bits 1 and 2 are left set.
-    Ok(exact("float bits", gpu.download(&words)?, vec![u32::MAX, 0x5555_5555, 0b110]))
+    Ok(exact(
+        "float bits",
+        gpu.download(&words)?,
+        vec![u32::MAX, 0x5555_5555, 0b110],
+    ))
 }
 
 pub(crate) fn check_wide_shuffles(gpu: &Gpu) -> Result<f64> {
@@ -118,10 +128,16 @@ pub(crate) fn check_wide_shuffles(gpu: &Gpu) -> Result<f64> {
         .map(|t| value((t % 32) ^ 1))
         .flat_map(|v| [v as u64, (v >> 64) as u64])
         .collect();
-    let want_bytes: Vec<u8> = (0..n).map(|t| (if t % 32 < 31 { t % 32 + 1 } else { 31 }) as u8 * 7).collect();
+    let want_bytes: Vec<u8> = (0..n)
+        .map(|t| (if t % 32 < 31 { t % 32 + 1 } else { 31 }) as u8 * 7)
+        .collect();
     Ok(exact("u128 shuffle", gpu.download(&wide)?, want_wide)
         .max(exact("u8 shuffle", gpu.download(&bytes)?, want_bytes))
-        .max(exact("i16 shuffle", gpu.download(&halves)?, vec![-500i16; n])))
+        .max(exact(
+            "i16 shuffle",
+            gpu.download(&halves)?,
+            vec![-500i16; n],
+        )))
 }
 
 pub(crate) fn check_arch_features(gpu: &Gpu) -> Result<f64> {
@@ -144,9 +160,19 @@ pub(crate) fn check_dependencies(gpu: &Gpu, rng: &mut StdRng) -> Result<f64> {
     let f = gpu.function("dependencies")?;
     let len = bytes.len();
     let mut launch = gpu.stream.launch_builder(&f);
-    launch.arg(&n).arg(&mut sum).arg(&dbytes).arg(&len).arg(&mut hash);
+    launch
+        .arg(&n)
+        .arg(&mut sum)
+        .arg(&dbytes)
+        .arg(&len)
+        .arg(&mut hash);
     // SAFETY: matches `dependencies(n: i64, out: *mut i64, bytes: &[u8], hash: *mut u64)`.
     unsafe { launch.launch(one_d(32)) }?;
-    Ok(exact("range sum", gpu.download(&sum)?, vec![n * (n - 1) / 2])
-        .max(exact("fnv1a", gpu.download(&hash)?, vec![rust_cuda_fnv::fnv1a(&bytes)])))
+    Ok(
+        exact("range sum", gpu.download(&sum)?, vec![n * (n - 1) / 2]).max(exact(
+            "fnv1a",
+            gpu.download(&hash)?,
+            vec![rust_cuda_fnv::fnv1a(&bytes)],
+        )),
+    )
 }

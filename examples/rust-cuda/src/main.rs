@@ -293,9 +293,21 @@ fn main() -> Result<()> {
         ("grid_transform", current_api::check_grid_transform, 1e-5),
         // libdevice's erf, normcdf and j0 are within a few ulp of the f64 reference.
         ("float_ext", current_api::check_float_ext, 1e-5),
-        ("float_bits", |gpu, _| current_api::check_float_bits(gpu), 0.0),
-        ("wide_shuffles", |gpu, _| current_api::check_wide_shuffles(gpu), 0.0),
-        ("arch_features", |gpu, _| current_api::check_arch_features(gpu), 0.0),
+        (
+            "float_bits",
+            |gpu, _| current_api::check_float_bits(gpu),
+            0.0,
+        ),
+        (
+            "wide_shuffles",
+            |gpu, _| current_api::check_wide_shuffles(gpu),
+            0.0,
+        ),
+        (
+            "arch_features",
+            |gpu, _| current_api::check_arch_features(gpu),
+            0.0,
+        ),
         ("dependencies", current_api::check_dependencies, 0.0),
     ];
     let mut failed = 0;

@@ -191,9 +191,21 @@ mod tests {
         x.store(4.0, Ordering::Release);
         assert_eq!(x.load(Ordering::Acquire), 4.0);
         let bits = AtomicF32::new(f32::from_bits(0b1100));
-        assert_eq!(bits.fetch_and(f32::from_bits(0b1010), Ordering::Relaxed).to_bits(), 0b1100);
-        assert_eq!(bits.fetch_or(f32::from_bits(0b0001), Ordering::Relaxed).to_bits(), 0b1000);
-        assert_eq!(bits.fetch_xor(f32::from_bits(0b1111), Ordering::Relaxed).to_bits(), 0b1001);
+        assert_eq!(
+            bits.fetch_and(f32::from_bits(0b1010), Ordering::Relaxed)
+                .to_bits(),
+            0b1100
+        );
+        assert_eq!(
+            bits.fetch_or(f32::from_bits(0b0001), Ordering::Relaxed)
+                .to_bits(),
+            0b1000
+        );
+        assert_eq!(
+            bits.fetch_xor(f32::from_bits(0b1111), Ordering::Relaxed)
+                .to_bits(),
+            0b1001
+        );
         assert_eq!(bits.load(Ordering::Relaxed).to_bits(), 0b0110);
         let mut y = BlockAtomicF32::new(1.0);
         *y.get_mut() = 2.0;

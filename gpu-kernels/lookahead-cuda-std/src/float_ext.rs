@@ -72,7 +72,11 @@ macro_rules! gpu_only {
         }
         #[cfg(not(target_arch = "nvptx64"))]
         {
-            unimplemented!(concat!("`FloatExt::", $name, "` can only be used on the GPU"))
+            unimplemented!(concat!(
+                "`FloatExt::",
+                $name,
+                "` can only be used on the GPU"
+            ))
         }
     }};
 }

@@ -337,7 +337,12 @@ impl KernelBuilder {
             DISABLED_MIR_PASSES.to_string(),
         ];
         flags.extend(self.device.rustflags.iter().cloned());
-        flags.extend(self.device.arch_rustflags.map(|f| f(arch)).unwrap_or_default());
+        flags.extend(
+            self.device
+                .arch_rustflags
+                .map(|f| f(arch))
+                .unwrap_or_default(),
+        );
         flags
     }
 
@@ -458,4 +463,3 @@ impl KernelBuilder {
         Ok(root)
     }
 }
-

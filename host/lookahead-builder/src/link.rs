@@ -19,8 +19,8 @@ use crate::BuildError;
 
 /// rustc's `-C linker` for the device build. It copies the bitcode objects into
 /// `<output>.link/`, writes its arguments there one per line (object paths pointing at the
-/// copies, every file path absolute), and writes `<output>` as a one-line placeholder that
-/// names the folder.
+/// copies, the paths of the other files it was given made absolute), and writes `<output>`
+/// as a one-line placeholder that names the folder.
 pub const LINKER_SCRIPT: &str = r#"#!/bin/sh
 # rustc's nvptx linker in Lookahead's kernel builds: it keeps the bitcode and the arguments
 # rustc hands it; the kernel builder links them into PTX once cargo has finished.
@@ -86,7 +86,10 @@ pub(crate) struct LinkSettings {
 
 /// Links the request that the placeholder `artifact` (the crate's `.ptx` as cargo reports
 /// it) names, unless it was linked already, and returns the PTX file.
-pub(crate) fn link_artifact(artifact: &Path, settings: &LinkSettings) -> Result<PathBuf, BuildError> {
+pub(crate) fn link_artifact(
+    artifact: &Path,
+    settings: &LinkSettings,
+) -> Result<PathBuf, BuildError> {
     let text = fs::read_to_string(artifact).map_err(|e| BuildError::io("reading", artifact, e))?;
     let request = text
         .strip_prefix(PLACEHOLDER)
@@ -94,15 +97,23 @@ pub(crate) fn link_artifact(artifact: &Path, settings: &LinkSettings) -> Result<
         .ok_or_else(|| BuildError::ToolFailed {
             command: "the nested cargo".into(),
             status: "an artifact the builder's linker did not write".into(),
-            stderr: format!("{} is not a placeholder of lookahead-ptx-link", artifact.display()),
+            stderr: format!(
+                "{} is not a placeholder of lookahead-ptx-link",
+                artifact.display()
+            ),
         })?;
-    let stem = artifact.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+    let stem = artifact
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
     let linked = request.join(format!("{stem}.ptx"));
     if linked.exists() {
         return Ok(linked);
     }
     let args_file = request.join("args");
-    let args = fs::read_to_string(&args_file).map_err(|e| BuildError::io("reading", &args_file, e))?;
+    let args =
+        fs::read_to_string(&args_file).map_err(|e| BuildError::io("reading", &args_file, e))?;
     let req = LinkRequest::parse(args.lines().map(OsString::from)).map_err(|msg| {
         BuildError::ToolFailed {
             command: format!("linking {}", request.display()),
@@ -380,6 +391,55 @@ mod tests {
         assert_eq!(req.target_cpu.as_deref(), Some("sm_90"));
         assert_eq!(req.target_features, ["+ptx78,+ptx80"]);
         assert_eq!(req.output, Some(PathBuf::from("out/k.ptx")));
+    }
+
+    #[test]
+    fn the_linker_script_keeps_objects_and_arguments_and_writes_a_placeholder() {
+        let dir =
+            std::env::temp_dir().join(format!("lookahead-link-script-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("deps")).unwrap();
+        let script = write_linker_script(&dir).unwrap();
+        fs::write(dir.join("deps/k.rcgu.o"), b"BC\xC0\xDEbitcode").unwrap();
+        fs::write(dir.join("deps/libcb.rlib"), b"archive").unwrap();
+        let status = Command::new(&script)
+            .current_dir(&dir)
+            .args([
+                "--export-symbol",
+                "saxpy",
+                "deps/k.rcgu.o",
+                "deps/libcb.rlib",
+            ])
+            .args(["--target-cpu", "sm_80", "-o", "deps/k.ptx"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // rustc deletes its objects after linking: the request keeps a copy.
+        fs::remove_file(dir.join("deps/k.rcgu.o")).unwrap();
+        let request = dir.join("deps/k.ptx.link");
+        let placeholder = fs::read_to_string(dir.join("deps/k.ptx")).unwrap();
+        assert_eq!(
+            placeholder.trim(),
+            format!("{PLACEHOLDER} {}", request.display())
+        );
+        let args = fs::read_to_string(request.join("args")).unwrap();
+        let req = LinkRequest::parse(args.lines().map(OsString::from)).unwrap();
+        assert_eq!(req.objects, [request.join("1.o")]);
+        assert_eq!(fs::read(request.join("1.o")).unwrap(), b"BC\xC0\xDEbitcode");
+        assert_eq!(req.archives, [dir.join("deps/libcb.rlib")]);
+        assert_eq!(req.exports, ["saxpy"]);
+        // The output is not used: the builder links into the request's folder.
+        assert_eq!(req.output, Some(PathBuf::from("deps/k.ptx")));
+        // A file the script did not write is refused, not linked.
+        let settings = LinkSettings {
+            llvm_bin: PathBuf::from("/nonexistent"),
+            libdevice: None,
+            allowed_externs: Vec::new(),
+        };
+        fs::write(dir.join("other.ptx"), ".version 8.0\n").unwrap();
+        let err = link_artifact(&dir.join("other.ptx"), &settings).unwrap_err();
+        assert!(err.to_string().contains("not a placeholder"), "{err}");
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -84,7 +84,10 @@ pub(crate) fn run(cmd: &mut Command) -> Result<Outcome, BuildError> {
             }
             Some("compiler-artifact") => {
                 let files = msg["filenames"].as_array().into_iter().flatten();
-                if let Some(ptx) = files.filter_map(|f| f.as_str()).find(|f| f.ends_with(".ptx")) {
+                if let Some(ptx) = files
+                    .filter_map(|f| f.as_str())
+                    .find(|f| f.ends_with(".ptx"))
+                {
                     outcome.artifact = Some(PathBuf::from(ptx));
                 }
             }
@@ -184,4 +187,3 @@ fn clean_env(cmd: &mut Command, toolchain: &DeviceToolchain) {
         cmd.env("RUSTUP_TOOLCHAIN", "nightly");
     }
 }
-

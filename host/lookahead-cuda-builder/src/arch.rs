@@ -59,9 +59,9 @@ impl NvvmArch {
     pub const ALL: [NvvmArch; 21] = {
         use NvvmArch::*;
         [
-            Compute35, Compute37, Compute50, Compute52, Compute53, Compute60, Compute61,
-            Compute62, Compute70, Compute72, Compute75, Compute80, Compute86, Compute87,
-            Compute89, Compute90, Compute100, Compute101, Compute103, Compute120, Compute121,
+            Compute35, Compute37, Compute50, Compute52, Compute53, Compute60, Compute61, Compute62,
+            Compute70, Compute72, Compute75, Compute80, Compute86, Compute87, Compute89, Compute90,
+            Compute100, Compute101, Compute103, Compute120, Compute121,
         ]
     };
 
@@ -128,9 +128,7 @@ pub(crate) fn target_feature_flags(arch: Arch) -> Vec<String> {
         .filter(|a| a.capability() <= arch.compute_capability())
         .map(|a| a.target_feature())
         .collect();
-    flags.extend(
-        (features.iter()).map(|f| format!("--cfg=target_feature=\"{f}\"")),
-    );
+    flags.extend((features.iter()).map(|f| format!("--cfg=target_feature=\"{f}\"")));
     let known: Vec<String> = (NvvmArch::ALL.iter())
         .map(|a| format!("\"{}\"", a.target_feature()))
         .collect();
@@ -148,10 +146,18 @@ mod tests {
     #[test]
     fn an_architecture_sets_itself_and_every_older_one() {
         let features = NvvmArch::Compute70.all_target_features();
-        for expected in ["compute_35", "compute_60", "compute_61", "compute_62", "compute_70"] {
+        for expected in [
+            "compute_35",
+            "compute_60",
+            "compute_61",
+            "compute_62",
+            "compute_70",
+        ] {
             assert!(features.iter().any(|f| f == expected), "{expected}");
         }
-        assert!(!features.iter().any(|f| f == "compute_72" || f == "compute_80"));
+        assert!(!features
+            .iter()
+            .any(|f| f == "compute_72" || f == "compute_80"));
         assert_eq!(NvvmArch::Compute90.target_cpu(), "sm_90");
         assert_eq!(NvvmArch::default(), NvvmArch::Compute61);
     }

@@ -20,7 +20,11 @@ pub const FLOAT_EXT_RESULTS: usize = 12;
 
 /// `out[y * width + x] = matrix * (x, y, 1)` for each (x, y) of a 2-D launch.
 #[kernel]
-#[allow(improper_ctypes_definitions, improper_gpu_kernel_arg, clippy::missing_safety_doc)]
+#[allow(
+    improper_ctypes_definitions,
+    improper_gpu_kernel_arg,
+    clippy::missing_safety_doc
+)]
 pub unsafe fn grid_transform(matrix: Mat3, out: *mut Vec3, width: u32, height: u32) {
     let idx = thread::index_2d();
     if idx.x < width && idx.y < height {

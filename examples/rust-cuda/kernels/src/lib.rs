@@ -127,7 +127,11 @@ pub unsafe fn reduce_sum(input: &[f32], out: *mut f32) {
 // a `#[repr(C)]` struct of `u32`s is one `.param .align 4 .b8 [12]`, as CUDA C passes it, and
 // the GPU run checks the product.
 #[kernel]
-#[allow(improper_ctypes_definitions, improper_gpu_kernel_arg, clippy::missing_safety_doc)]
+#[allow(
+    improper_ctypes_definitions,
+    improper_gpu_kernel_arg,
+    clippy::missing_safety_doc
+)]
 pub unsafe fn gemm_tile(a: &[f32], b: &[f32], c: *mut f32, dims: GemmDims) {
     let a_tile = shared_array![f32; 16 * 16];
     let b_tile = shared_array![f32; 16 * 16];
