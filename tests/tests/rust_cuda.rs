@@ -174,3 +174,39 @@ fn build_args_features_reach_the_kernel_crate() {
     }
     lookahead_tests::assert_ptxas_accepts("rust_cuda_extra", &[(80, EXTRA_PTX)]);
 }
+
+/// Builds `tests/cuda-fixtures/misspelt-cfg` for sm_80 in the build folders the build
+/// scripts use, and returns its PTX and the warnings the builder showed.
+fn build_misspelt_cfg() -> (String, Vec<String>) {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-fixtures/misspelt-cfg");
+    let mut builder = cuda_builder::CudaBuilder::new(fixture)
+        .arch(cuda_builder::NvvmArch::Compute80)
+        .kernel_builder()
+        .expect("configuring the fixture's build");
+    if std::env::var_os("LOOKAHEAD_PTX_TARGET_DIR").is_none() {
+        let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("CARGO_TARGET_TMPDIR is <target>/tmp");
+        builder = builder.target_dir(target.join("lookahead-ptx"));
+    }
+    let built = builder.build().expect("the fixture builds");
+    let ptx = std::fs::read_to_string(&built[0].path).expect("reading its PTX");
+    (ptx, built[0].warnings.clone())
+}
+
+#[test]
+fn a_misspelt_architecture_cfg_is_a_warning_and_a_known_one_holds() {
+    let (ptx, warnings) = build_misspelt_cfg();
+    let unexpected: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("unexpected `cfg` condition value"))
+        .collect();
+    assert_eq!(unexpected.len(), 1, "{warnings:#?}");
+    assert!(unexpected[0].contains("compute_71"), "{}", unexpected[0]);
+    // compute_70 is known (no warning) and holds for sm_80: 70.0 is stored.
+    let seventy = 70.0f32.to_bits();
+    assert!(
+        ptx.contains(&seventy.to_string()) || ptx.contains(&format!("0f{seventy:08X}")),
+        "{ptx}"
+    );
+}

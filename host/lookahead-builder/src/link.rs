@@ -6,7 +6,7 @@
 //! cargo's fingerprints never change): it only keeps what rustc hands it, since rustc deletes
 //! the bitcode objects afterwards, and writes a placeholder naming them where rustc expects
 //! the PTX. Once the nested cargo has finished, the builder reads the placeholder cargo
-//! reports as the crate's artifact and links ([`link_artifact`]), in its own process: no
+//! reports as the crate's artifact and links, in its own process: no
 //! build script runs a second time, and the link needs nothing from the environment.
 
 use std::ffi::OsString;
