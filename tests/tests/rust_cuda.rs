@@ -178,7 +178,8 @@ fn build_args_features_reach_the_kernel_crate() {
 /// Builds `tests/cuda-fixtures/misspelt-cfg` for sm_80 in the build folders the build
 /// scripts use, and returns its PTX and the warnings the builder showed.
 fn build_misspelt_cfg() -> (String, Vec<String>) {
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-fixtures/misspelt-cfg");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-fixtures/misspelt-cfg");
     let mut builder = cuda_builder::CudaBuilder::new(fixture)
         .arch(cuda_builder::NvvmArch::Compute80)
         .kernel_builder()
