@@ -58,6 +58,12 @@ pub const DEFAULT_PTX_ISA: &str = "8.0";
 /// into code that only some threads run (see [`KernelBuilder`]'s device flags).
 pub const DISABLED_MIR_PASSES: &str = "-Zmir-enable-passes=-JumpThreading";
 
+/// Whether this process is a cargo build script: cargo gives build scripts `OUT_DIR` and
+/// `HOST` (tests get `OUT_DIR` too, but not `HOST`).
+pub fn in_build_script() -> bool {
+    env::var_os("OUT_DIR").is_some() && env::var_os("HOST").is_some()
+}
+
 /// One built PTX module.
 #[derive(Debug, Clone)]
 pub struct BuiltPtx {

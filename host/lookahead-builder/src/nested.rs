@@ -129,7 +129,7 @@ pub(crate) fn show_warnings<'a>(warnings: impl IntoIterator<Item = &'a String>) 
         }
         shown.push(warning);
         for line in warning.trim_end().lines() {
-            if env::var_os("OUT_DIR").is_some() {
+            if crate::in_build_script() {
                 println!("cargo:warning={line}");
             } else {
                 eprintln!("{line}");

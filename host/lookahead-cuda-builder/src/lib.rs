@@ -147,13 +147,14 @@ impl CudaBuilder {
     /// and tells cargo to rerun when the kernel crate changes.
     pub fn build(self) -> Result<PathBuf, CudaBuilderError> {
         let builder = self.kernel_builder()?;
-        let in_build_script = env::var_os("OUT_DIR").is_some();
+        let in_build_script = lookahead_builder::in_build_script();
         if in_build_script {
             builder.rerun_if_changed()?;
         }
         let built = builder.build()?;
         let ptx = &built[0].path;
-        if let Some(out_dir) = env::var_os("OUT_DIR").map(PathBuf::from) {
+        let out_dir = env::var_os("OUT_DIR").filter(|_| in_build_script);
+        if let Some(out_dir) = out_dir.map(PathBuf::from) {
             let dest = out_dir.join(ptx.file_name().expect("the builder names PTX files"));
             copy(ptx, &dest)?;
             println!("cargo:rustc-env=KERNEL_PTX_PATH={}", dest.display());
@@ -261,7 +262,7 @@ fn warn_about_nvvm_attributes(src_dir: &Path) {
                     file.display(),
                     n + 1
                 );
-                if env::var_os("OUT_DIR").is_some() {
+                if lookahead_builder::in_build_script() {
                     println!("cargo:warning={message}");
                 } else {
                     eprintln!("warning: {message}");
