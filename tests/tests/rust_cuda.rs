@@ -21,7 +21,7 @@ const KERNELS: [&str; 12] = [
     "dependencies",
 ];
 
-/// The PTX built with `build_args(&["--features", "extra-kernel"])` for sm_80.
+/// The PTX built with `build_args(&["--features", "extra-kernel"])` for sm_90.
 const EXTRA_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rust_cuda_extra.ptx"));
 
 /// The body of entry `kernel` in `module`, up to the next entry.
@@ -171,14 +171,14 @@ fn float_atomics_have_bitwise_operations_and_shuffles_move_8_to_128_bits() {
 #[test]
 fn build_args_features_reach_the_kernel_crate() {
     assert!(EXTRA_PTX.contains(".visible .entry extra_marker("));
-    assert!(EXTRA_PTX.contains(".target sm_80"));
+    assert!(EXTRA_PTX.contains(".target sm_90"));
     for (cc, text) in PTX {
         assert!(
             !text.contains("extra_marker"),
             "sm_{cc}: built without the feature"
         );
     }
-    lookahead_tests::assert_ptxas_accepts("rust_cuda_extra", &[(80, EXTRA_PTX)]);
+    lookahead_tests::assert_ptxas_accepts("rust_cuda_extra", &[(90, EXTRA_PTX)]);
 }
 
 /// Builds `tests/cuda-fixtures/misspelt-cfg` for sm_80 in the build folders the build

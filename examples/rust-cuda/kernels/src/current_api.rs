@@ -136,7 +136,7 @@ impl<T: Num + Ord + Copy> Iterator for NumRange<T> {
     }
 }
 
-/// `*out = 0 + 1 + ... + (n - 1)`, through [`NumRange`]; `*hash` is the FNV-1a hash of
+/// `*out = 0 + 1 + ... + (n - 1)`, through a range over any `num_traits::Num`; `*hash` is the FNV-1a hash of
 /// `bytes`, from `rust-cuda-fnv` (a crate without `#![no_std]`). One thread.
 #[kernel]
 #[allow(improper_ctypes_definitions, clippy::missing_safety_doc)]
