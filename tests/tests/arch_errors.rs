@@ -10,8 +10,7 @@
 //! and the device runtime are already compiled there: each fixture build takes about a
 //! second).
 //!
-//! It has its own `main` (`harness = false`) because rustc runs the linker of each nested
-//! build, and the builder's linker is this executable in link mode. Its cases run under
+//! It has its own `main` (`harness = false`), whose cases run under
 //! `libtest-mimic`, which reads libtest's arguments (`--skip`, `--exact`, `--list`,
 //! `--ignored`, `--test-threads N`, ...), so `cargo test --test arch_errors -- ARGS` means
 //! what it means for any test; the cases run one at a time unless `--test-threads` says
@@ -24,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use lookahead_builder::{link, ptx, Arch, BuildError, KernelBuilder};
+use lookahead_builder::{ptx, Arch, BuildError, KernelBuilder};
 use lookahead_tests::lines_inside_loops;
 
 /// An instruction that one architecture has and older ones lack, asked for without
@@ -148,12 +147,9 @@ fn fixture(dir: &str) -> PathBuf {
         .join(dir)
 }
 
-/// Builds fixture `dir` for `arch` through `lookahead-builder`, this executable linking.
+/// Builds fixture `dir` for `arch` through `lookahead-builder`.
 fn build(dir: &str, arch: Arch) -> Result<String, BuildError> {
-    let exe = env::current_exe().expect("the test executable's path");
-    let mut builder = KernelBuilder::new(fixture(dir))
-        .archs([arch])
-        .linker_exe(exe);
+    let mut builder = KernelBuilder::new(fixture(dir)).archs([arch]);
     // The directory build scripts use (`<target>/lookahead-ptx`, unless
     // LOOKAHEAD_PTX_TARGET_DIR says otherwise, which the builder then reads itself).
     if env::var_os("LOOKAHEAD_PTX_TARGET_DIR").is_none() {
@@ -371,10 +367,6 @@ fn arguments_case() -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    // Started by a nested rustc as the PTX linker.
-    if link::in_link_mode() {
-        std::process::exit(link::link_from_args());
-    }
     let mut args = Arguments::from_args();
     args.test_threads.get_or_insert(1);
     let mut trials: Vec<Trial> = NEEDS

@@ -7,6 +7,8 @@
 //! cargo run --release -p rust-cuda-example -- [--seed N]
 //! ```
 
+mod current_api;
+
 use std::error::Error;
 use std::sync::Arc;
 
@@ -21,7 +23,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use rust_cuda_kernels::{GemmDims, API_WORDS, GEMM_TILE, TRANSPOSE_TILE};
 
 /// The PTX `lookahead-cuda-builder` built from `kernels/` (sm_80, loads on later GPUs).
-static PTX: &str = include_str!(env!("KERNEL_PTX_PATH"));
+static PTX: &str = include_str!(env!("RUST_CUDA_KERNELS_PTX"));
 
 #[derive(Parser)]
 #[command(about = "Rust-CUDA-style kernels built by Lookahead, checked on the GPU")]
@@ -294,13 +296,32 @@ fn main() -> Result<()> {
     println!("device: {} (seed {seed})", ctx.name()?);
     let mut rng = StdRng::seed_from_u64(seed);
     type Check = fn(&Gpu, &mut StdRng) -> Result<f64>;
-    let checks: [(&str, Check, f64); 6] = [
+    let checks: [(&str, Check, f64); 12] = [
         ("vecadd", check_vecadd, 0.0),
         ("transpose", check_transpose, 0.0),
         ("reduce_sum", check_reduce, 0.0),
         ("gemm_tile", check_gemm, 1e-5),
         ("heap_sum", |gpu, _| check_heap(gpu), 0.0),
         ("api_check", |gpu, _| check_api(gpu), 0.0),
+        ("grid_transform", current_api::check_grid_transform, 1e-5),
+        // libdevice's erf, normcdf and j0 are within a few ulp of the f64 reference.
+        ("float_ext", current_api::check_float_ext, 1e-5),
+        (
+            "float_bits",
+            |gpu, _| current_api::check_float_bits(gpu),
+            0.0,
+        ),
+        (
+            "wide_shuffles",
+            |gpu, _| current_api::check_wide_shuffles(gpu),
+            0.0,
+        ),
+        (
+            "arch_features",
+            |gpu, _| current_api::check_arch_features(gpu),
+            0.0,
+        ),
+        ("dependencies", current_api::check_dependencies, 0.0),
     ];
     let mut failed = 0;
     for (name, check, tolerance) in checks {
@@ -308,7 +329,7 @@ fn main() -> Result<()> {
         let ok = error <= tolerance;
         failed += usize::from(!ok);
         println!(
-            "{name:<12} worst relative error {error:.2e} (allowed {tolerance:.0e}): {}",
+            "{name:<14} worst relative error {error:.2e} (allowed {tolerance:.0e}): {}",
             if ok { "ok" } else { "MISMATCH" }
         );
     }

@@ -80,6 +80,36 @@ macro_rules! float_atomic {
                 self.fetch_add(-value, order)
             }
 
+            /// Bitwise "and" of the value's bits with `value`'s; returns the old value.
+            #[inline(always)]
+            pub fn fetch_and(&self, value: $t, order: Ordering) -> $t {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: the pointer comes from `&self`.
+                return unsafe { mid::[<atomic_fetch_and_ $t _ $scope>](self.as_ptr(), order, value) };
+                #[cfg(not(target_arch = "nvptx64"))]
+                self.host_update(order, |old| $t::from_bits(old.to_bits() & value.to_bits()))
+            }
+
+            /// Bitwise "or" of the value's bits with `value`'s; returns the old value.
+            #[inline(always)]
+            pub fn fetch_or(&self, value: $t, order: Ordering) -> $t {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: the pointer comes from `&self`.
+                return unsafe { mid::[<atomic_fetch_or_ $t _ $scope>](self.as_ptr(), order, value) };
+                #[cfg(not(target_arch = "nvptx64"))]
+                self.host_update(order, |old| $t::from_bits(old.to_bits() | value.to_bits()))
+            }
+
+            /// Bitwise "xor" of the value's bits with `value`'s; returns the old value.
+            #[inline(always)]
+            pub fn fetch_xor(&self, value: $t, order: Ordering) -> $t {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: the pointer comes from `&self`.
+                return unsafe { mid::[<atomic_fetch_xor_ $t _ $scope>](self.as_ptr(), order, value) };
+                #[cfg(not(target_arch = "nvptx64"))]
+                self.host_update(order, |old| $t::from_bits(old.to_bits() ^ value.to_bits()))
+            }
+
             /// Stores `value`; returns the old value.
             #[inline(always)]
             pub fn swap(&self, value: $t, order: Ordering) -> $t {
@@ -160,6 +190,23 @@ mod tests {
         assert_eq!(x.swap(1.0, Ordering::SeqCst), 7.5);
         x.store(4.0, Ordering::Release);
         assert_eq!(x.load(Ordering::Acquire), 4.0);
+        let bits = AtomicF32::new(f32::from_bits(0b1100));
+        assert_eq!(
+            bits.fetch_and(f32::from_bits(0b1010), Ordering::Relaxed)
+                .to_bits(),
+            0b1100
+        );
+        assert_eq!(
+            bits.fetch_or(f32::from_bits(0b0001), Ordering::Relaxed)
+                .to_bits(),
+            0b1000
+        );
+        assert_eq!(
+            bits.fetch_xor(f32::from_bits(0b1111), Ordering::Relaxed)
+                .to_bits(),
+            0b1001
+        );
+        assert_eq!(bits.load(Ordering::Relaxed).to_bits(), 0b0110);
         let mut y = BlockAtomicF32::new(1.0);
         *y.get_mut() = 2.0;
         assert_eq!(std::format!("{y:?}"), "2.0");

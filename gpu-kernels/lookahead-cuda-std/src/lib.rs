@@ -7,13 +7,14 @@
 //! `cuda_std = { package = "lookahead-cuda-std", version = "0.1" }`, and its host crate's
 //! build script uses `lookahead-cuda-builder` (`cuda_builder`'s `CudaBuilder`).
 //!
-//! Modules as in `cuda_std`: [`thread`], [`warp`] (with the shuffles and votes of
-//! Rust-CUDA's main branch), [`shared`], [`atomic`], [`GpuFloat`] (libdevice), [`io`]
-//! (`println!` through the driver's `vprintf`), [`mem`] (a global allocator on the driver's
-//! `malloc`/`free`, so `Box`, `Vec` and `String` work in kernels), [`misc`], [`cfg`](mod@cfg),
-//! [`ptr`], [`vek`] and the [`prelude`]; the attributes [`macro@kernel`],
-//! [`macro@gpu_only`], [`macro@address_space`] and [`macro@externally_visible`]. What is not
-//! covered is listed in the repository's README ("Coming from Rust-CUDA").
+//! Modules as in `cuda_std` (Rust-CUDA's main branch): [`thread`] (indices as [`glam`]
+//! vectors), [`warp`], [`shared`], [`atomic`], [`GpuFloat`] and [`FloatExt`] (libdevice),
+//! [`io`] (`println!` through the driver's `vprintf`), [`mem`] (a global allocator on the
+//! driver's `malloc`/`free`, so `Box`, `Vec` and `String` work in kernels), [`misc`],
+//! [`cfg`](mod@cfg), [`ptr`], the re-exported [`glam`] and [`vek`] crates and the
+//! [`prelude`]; the attributes [`macro@kernel`], [`macro@gpu_only`],
+//! [`macro@address_space`] and [`macro@externally_visible`]. What is not covered is listed
+//! in the repository's README ("Coming from Rust-CUDA").
 //!
 //! On the host the crate compiles too (so a kernel crate can be part of a workspace); most
 //! functions then need an emulated launch or panic, as Rust-CUDA's do.
@@ -31,8 +32,17 @@ pub mod misc;
 pub mod ptr;
 pub mod shared;
 pub mod thread;
-pub mod vek;
 pub mod warp;
+
+mod float_ext;
+
+pub use float_ext::FloatExt;
+/// The vector and matrix types of kernels (`glam` 0.30, with its `cuda` alignments), as in
+/// Rust-CUDA's `cuda_std`.
+pub use glam;
+/// The `vek` crate (0.17), which Rust-CUDA's `cuda_std` re-exports too (deprecated there in
+/// favour of [`glam`]); `vek::num_traits` is `num-traits`.
+pub use vek;
 
 /// Floating-point functions for `f32` and `f64` in kernels (libdevice on the GPU):
 /// `cuda_std::GpuFloat` is `lookahead_device::math::GpuFloat`.

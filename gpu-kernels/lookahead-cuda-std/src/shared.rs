@@ -34,8 +34,11 @@ extern "C" {
 pub fn dynamic_shared_mem<T>() -> *mut T {
     #[cfg(target_arch = "nvptx64")]
     {
-        // SAFETY: only the address is taken.
-        (unsafe { &raw mut DYNAMIC_SHARED }) as *mut T
+        // SAFETY: only the address is taken (safe for an extern static since Rust 1.82's
+        // `&raw`, unsafe before: the block is for older device toolchains).
+        #[allow(unused_unsafe)]
+        let shared = unsafe { &raw mut DYNAMIC_SHARED };
+        shared as *mut T
     }
     #[cfg(not(target_arch = "nvptx64"))]
     unimplemented!("`dynamic_shared_mem` can only be used on the GPU")

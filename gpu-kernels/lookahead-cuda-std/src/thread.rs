@@ -4,7 +4,7 @@
 use lookahead_device::index as ix;
 use lookahead_device::sync;
 
-use crate::vek::{Vec2, Vec3};
+use glam::{UVec2, UVec3};
 
 macro_rules! coords {
     ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
@@ -45,26 +45,26 @@ coords!(
 
 /// `threadIdx`.
 #[inline(always)]
-pub fn thread_idx() -> Vec3<u32> {
-    Vec3::new(thread_idx_x(), thread_idx_y(), thread_idx_z())
+pub fn thread_idx() -> UVec3 {
+    UVec3::new(thread_idx_x(), thread_idx_y(), thread_idx_z())
 }
 
 /// `blockIdx`.
 #[inline(always)]
-pub fn block_idx() -> Vec3<u32> {
-    Vec3::new(block_idx_x(), block_idx_y(), block_idx_z())
+pub fn block_idx() -> UVec3 {
+    UVec3::new(block_idx_x(), block_idx_y(), block_idx_z())
 }
 
 /// `blockDim`: threads per block in each direction.
 #[inline(always)]
-pub fn block_dim() -> Vec3<u32> {
-    Vec3::new(block_dim_x(), block_dim_y(), block_dim_z())
+pub fn block_dim() -> UVec3 {
+    UVec3::new(block_dim_x(), block_dim_y(), block_dim_z())
 }
 
 /// `gridDim`: blocks per grid in each direction.
 #[inline(always)]
-pub fn grid_dim() -> Vec3<u32> {
-    Vec3::new(grid_dim_x(), grid_dim_y(), grid_dim_z())
+pub fn grid_dim() -> UVec3 {
+    UVec3::new(grid_dim_x(), grid_dim_y(), grid_dim_z())
 }
 
 /// The thread's index in the whole grid, unique under a 1d, 2d or 3d launch: the block's
@@ -74,7 +74,7 @@ pub fn index() -> u32 {
     let (b, d, t) = (block_idx(), block_dim(), thread_idx());
     let g = grid_dim();
     let block = b.x + b.y * g.x + b.z * g.x * g.y;
-    block * d.product() + t.z * d.x * d.y + t.y * d.x + t.x
+    block * d.element_product() + t.z * d.x * d.y + t.y * d.x + t.x
 }
 
 /// `threadIdx.x + blockIdx.x * blockDim.x`.
@@ -85,8 +85,8 @@ pub fn index_1d() -> u32 {
 
 /// The global (x, y) index of a 2d launch.
 #[inline(always)]
-pub fn index_2d() -> Vec2<u32> {
-    Vec2::new(
+pub fn index_2d() -> UVec2 {
+    UVec2::new(
         thread_idx_x() + block_idx_x() * block_dim_x(),
         thread_idx_y() + block_idx_y() * block_dim_y(),
     )
@@ -94,8 +94,8 @@ pub fn index_2d() -> Vec2<u32> {
 
 /// The global (x, y, z) index of a 3d launch.
 #[inline(always)]
-pub fn index_3d() -> Vec3<u32> {
-    Vec3::new(
+pub fn index_3d() -> UVec3 {
+    UVec3::new(
         thread_idx_x() + block_idx_x() * block_dim_x(),
         thread_idx_y() + block_idx_y() * block_dim_y(),
         thread_idx_z() + block_idx_z() * block_dim_z(),
@@ -105,7 +105,7 @@ pub fn index_3d() -> Vec3<u32> {
 /// Whether this is thread 0 of block 0 (true in exactly one thread of a launch).
 #[inline(always)]
 pub fn first() -> bool {
-    block_idx() == Vec3::new(0, 0, 0) && thread_idx() == Vec3::new(0, 0, 0)
+    block_idx() == UVec3::ZERO && thread_idx() == UVec3::ZERO
 }
 
 /// Threads per warp (32).

@@ -1,6 +1,7 @@
-//! Warp-level operations (`cuda_std::warp`): 0.2.2's `sync_warp` and `lane_id`, and the
-//! shuffles, votes and `activemask` of Rust-CUDA's main branch, with its signatures (a
-//! member mask first; shuffles return the value and whether the source lane was in range).
+//! Warp-level operations (`cuda_std::warp`): `sync_warp`, `lane_id`, `activemask`, and the
+//! shuffles (of 8- to 128-bit integers and floats) and votes of Rust-CUDA's main branch,
+//! with its signatures (a member mask first; shuffles return the value and whether the
+//! source lane was in range).
 
 /// `__syncwarp(mask)`: waits until every lane of `mask` is here (`bar.warp.sync`).
 ///
@@ -83,40 +84,59 @@ vote!(
     |ballot: u32, _active: u32| ballot
 );
 
-/// Values a shuffle moves: 32-bit ones in one `shfl.sync`, 64-bit ones in two.
+/// Values a shuffle moves, as 32-bit words: one `shfl.sync` for 8-, 16- and 32-bit
+/// values, two for 64-bit ones, four for 128-bit ones.
 pub trait WarpShuffleValue: Copy {
     #[doc(hidden)]
-    fn to_words(self) -> [u32; 2];
+    fn to_words(self) -> [u32; 4];
     #[doc(hidden)]
-    fn from_words(w: [u32; 2]) -> Self;
+    fn from_words(w: [u32; 4]) -> Self;
     #[doc(hidden)]
     const WORDS: usize;
 }
 
-macro_rules! shuffle_value {
-    ($($t:ty: $words:literal, $to:expr, $from:expr;)*) => {$(
+/// `WarpShuffleValue` for integer types, through their unsigned form of the same width.
+macro_rules! shuffle_int {
+    ($($t:ty, $u:ty, $words:literal;)*) => {$(
         impl WarpShuffleValue for $t {
             const WORDS: usize = $words;
             #[inline(always)]
-            fn to_words(self) -> [u32; 2] {
-                ($to)(self)
+            fn to_words(self) -> [u32; 4] {
+                let v = self as $u as u128;
+                [v as u32, (v >> 32) as u32, (v >> 64) as u32, (v >> 96) as u32]
             }
             #[inline(always)]
-            fn from_words(w: [u32; 2]) -> Self {
-                ($from)(w)
+            fn from_words(w: [u32; 4]) -> Self {
+                let v = w[0] as u128 | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96;
+                v as $u as $t
             }
         }
     )*};
 }
 
-shuffle_value! {
-    u32: 1, |v: u32| [v, 0], |w: [u32; 2]| w[0];
-    i32: 1, |v: i32| [v as u32, 0], |w: [u32; 2]| w[0] as i32;
-    f32: 1, |v: f32| [v.to_bits(), 0], |w: [u32; 2]| f32::from_bits(w[0]);
-    u64: 2, |v: u64| [v as u32, (v >> 32) as u32], |w: [u32; 2]| w[0] as u64 | (w[1] as u64) << 32;
-    i64: 2, |v: i64| [v as u32, (v as u64 >> 32) as u32], |w: [u32; 2]| (w[0] as u64 | (w[1] as u64) << 32) as i64;
-    f64: 2, |v: f64| { let b = v.to_bits(); [b as u32, (b >> 32) as u32] }, |w: [u32; 2]| f64::from_bits(w[0] as u64 | (w[1] as u64) << 32);
+shuffle_int! {
+    u8, u8, 1; i8, u8, 1; u16, u16, 1; i16, u16, 1; u32, u32, 1; i32, u32, 1;
+    u64, u64, 2; i64, u64, 2; u128, u128, 4; i128, u128, 4;
 }
+
+/// `WarpShuffleValue` for floats, through their bits.
+macro_rules! shuffle_float {
+    ($($t:ty, $bits:ty;)*) => {$(
+        impl WarpShuffleValue for $t {
+            const WORDS: usize = <$bits as WarpShuffleValue>::WORDS;
+            #[inline(always)]
+            fn to_words(self) -> [u32; 4] {
+                self.to_bits().to_words()
+            }
+            #[inline(always)]
+            fn from_words(w: [u32; 4]) -> Self {
+                <$t>::from_bits(<$bits>::from_words(w))
+            }
+        }
+    )*};
+}
+
+shuffle_float! { f32, u32; f64, u64; }
 
 /// One 32-bit `shfl.sync` of mode `$mode`: (value, whether the source lane was in range).
 #[cfg_attr(not(target_arch = "nvptx64"), allow(unused_macros))]
@@ -148,16 +168,21 @@ macro_rules! shuffle {
             {
                 // CUDA's encoding: the segment mask above bit 8, the clamp lane below.
                 let c = ((32 - width.clamp(1, 32)) << 8) | $clamp;
-                let (lo, ok) = shfl_word!($mode, w[0], arg, c, mask);
-                let hi = if T::WORDS == 2 { shfl_word!($mode, w[1], arg, c, mask).0 } else { 0 };
-                (T::from_words([lo, hi]), ok)
+                let (mut out, mut ok) = ([0; 4], false);
+                // Every word comes from the same source lane, so each says the same `ok`.
+                for (o, word) in out.iter_mut().zip(w).take(T::WORDS) {
+                    (*o, ok) = shfl_word!($mode, word, arg, c, mask);
+                }
+                (T::from_words(out), ok)
             }
             #[cfg(not(target_arch = "nvptx64"))]
             {
                 let _ = (mask, width);
-                let lo = lookahead_device::warp::$emu(w[0], arg);
-                let hi = if T::WORDS == 2 { lookahead_device::warp::$emu(w[1], arg) } else { 0 };
-                (T::from_words([lo, hi]), true)
+                let mut out = [0; 4];
+                for (o, word) in out.iter_mut().zip(w).take(T::WORDS) {
+                    *o = lookahead_device::warp::$emu(word, arg);
+                }
+                (T::from_words(out), true)
             }
         }
     };

@@ -69,8 +69,9 @@ pub enum BuildError {
         /// What ptxas printed.
         stderr: String,
     },
-    /// The produced PTX still needs symbols from elsewhere (an `.extern .func`).
-    #[error("{ptx} has unresolved functions: {symbols}. Kernels may only call code that is compiled into the same crate graph (or libdevice).")]
+    /// The produced PTX still needs symbols from elsewhere (an `.extern .func`, or an
+    /// `.extern .global`/`.const` variable).
+    #[error("{ptx} has unresolved symbols: {symbols}. Kernels may only call code and use statics that are compiled into the same crate graph (or libdevice); statics declared in an `extern` block for another runtime (OptiX's launch parameters) are not supported.")]
     UnresolvedSymbols {
         /// The PTX file.
         ptx: PathBuf,

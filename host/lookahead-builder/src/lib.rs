@@ -8,10 +8,10 @@
 //! 1. find a device toolchain ([`DeviceToolchain::discover`]): a rustup nightly with
 //!    `rust-src`, else Debian's `rustc-web` + `rust-web-src`;
 //! 2. `cargo rustc --crate-type cdylib --target nvptx64-nvidia-cuda -Zbuild-std=core` with
-//!    `-C target-cpu=sm_XX -C target-feature=+ptxNN`, a fat-LTO release profile, and this
-//!    build script as the "linker";
-//! 3. link the bitcode to PTX with the LLVM tools matching rustc's LLVM ([`link`]),
-//!    pulling in libdevice when kernels call `__nv_*` math;
+//!    `-C target-cpu=sm_XX -C target-feature=+ptxNN`, a fat-LTO release profile, and a
+//!    linker script that keeps the bitcode rustc hands it ([`link::LINKER_SCRIPT`]);
+//! 3. once cargo has finished, link that bitcode to PTX with the LLVM tools matching
+//!    rustc's LLVM ([`link`]), pulling in libdevice when kernels call `__nv_*` math;
 //! 4. check the PTX is self-contained and, where `ptxas` is installed, that it assembles.
 //!
 //! ```no_run
@@ -32,6 +32,8 @@ pub mod addrspace;
 mod arch;
 mod error;
 pub mod link;
+mod metadata;
+mod nested;
 pub mod ptx;
 mod tool;
 mod toolchain;
@@ -39,7 +41,6 @@ mod toolchain;
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub use arch::Arch;
@@ -57,6 +58,12 @@ pub const DEFAULT_PTX_ISA: &str = "8.0";
 /// into code that only some threads run (see [`KernelBuilder`]'s device flags).
 pub const DISABLED_MIR_PASSES: &str = "-Zmir-enable-passes=-JumpThreading";
 
+/// Whether this process is a cargo build script: cargo gives build scripts `OUT_DIR` and
+/// `HOST` (tests get `OUT_DIR` too, but not `HOST`).
+pub fn in_build_script() -> bool {
+    env::var_os("OUT_DIR").is_some() && env::var_os("HOST").is_some()
+}
+
 /// One built PTX module.
 #[derive(Debug, Clone)]
 pub struct BuiltPtx {
@@ -66,6 +73,8 @@ pub struct BuiltPtx {
     pub path: PathBuf,
     /// How long the nested cargo build took.
     pub elapsed: Duration,
+    /// The compiler's warnings for the crate graph (rendered), which the builder also shows.
+    pub warnings: Vec<String>,
 }
 
 /// Builds a kernel crate to PTX. See the [crate docs](crate).
@@ -75,7 +84,6 @@ pub struct KernelBuilder {
     archs: Option<Vec<Arch>>,
     ptx_isa: Option<String>,
     target_dir: Option<PathBuf>,
-    linker_exe: Option<PathBuf>,
     validate: bool,
     device: DeviceOptions,
 }
@@ -83,7 +91,7 @@ pub struct KernelBuilder {
 /// How the kernel crate's device build differs from a Lookahead kernel crate's (set by
 /// front ends for crates written for other toolchains, such as `lookahead-cuda-builder`).
 #[derive(Debug, Clone)]
-struct DeviceOptions {
+pub(crate) struct DeviceOptions {
     /// Refuse a crate root that is not `#![no_std]` on every target.
     require_no_std: bool,
     /// Build `alloc` too (`-Zbuild-std=core,alloc`), for kernels that allocate.
@@ -94,6 +102,15 @@ struct DeviceOptions {
     cuda_arch_env: bool,
     /// Functions the PTX may leave to the driver (`vprintf`, `malloc`, `free`).
     allowed_externs: Vec<String>,
+    /// rustc flags for every crate of the device build (dependencies and `core` too).
+    rustflags: Vec<String>,
+    /// More such flags, which depend on the architecture being built.
+    arch_rustflags: Option<fn(Arch) -> Vec<String>>,
+    /// Arguments for the nested cargo (`--features x`).
+    cargo_args: Vec<String>,
+    /// The folder under the target directory that holds one build folder per architecture
+    /// (`None`: the target directory itself).
+    build_dir: Option<String>,
 }
 
 impl Default for DeviceOptions {
@@ -104,6 +121,10 @@ impl Default for DeviceOptions {
             crate_attrs: Vec::new(),
             cuda_arch_env: false,
             allowed_externs: Vec::new(),
+            rustflags: Vec::new(),
+            arch_rustflags: None,
+            cargo_args: Vec::new(),
+            build_dir: None,
         }
     }
 }
@@ -116,7 +137,6 @@ impl KernelBuilder {
             archs: None,
             ptx_isa: None,
             target_dir: None,
-            linker_exe: None,
             validate: true,
             device: DeviceOptions::default(),
         }
@@ -159,6 +179,34 @@ impl KernelBuilder {
         self
     }
 
+    /// Gives every crate of the device build (its dependencies and `core` too) the rustc
+    /// flag `flag`, as `RUSTFLAGS` would: `--cfg=...`, `-Zcrate-attr=no_std`.
+    pub fn rustflag(mut self, flag: &str) -> Self {
+        self.device.rustflags.push(flag.to_string());
+        self
+    }
+
+    /// Gives every crate of the device build for an architecture the rustc flags `flags`
+    /// returns for it (`--cfg`s that say which architecture it is).
+    pub fn arch_rustflags(mut self, flags: fn(Arch) -> Vec<String>) -> Self {
+        self.device.arch_rustflags = Some(flags);
+        self
+    }
+
+    /// Passes `arg` to the nested cargo (`--features`, `--no-default-features`, ...).
+    pub fn cargo_arg(mut self, arg: &str) -> Self {
+        self.device.cargo_args.push(arg.to_string());
+        self
+    }
+
+    /// Builds in `<target dir>/<name>/sm_XX` instead of `<target dir>/sm_XX`: for builds
+    /// whose rustc flags differ from other builds', which would otherwise make cargo
+    /// rebuild `core` each time the two alternate in one folder.
+    pub fn build_dir(mut self, name: &str) -> Self {
+        self.device.build_dir = Some(name.to_string());
+        self
+    }
+
     /// Architectures to build; overrides `LOOKAHEAD_ARCHS` and the default `sm_80,sm_90`.
     pub fn archs(mut self, archs: impl IntoIterator<Item = Arch>) -> Self {
         let mut list: Vec<Arch> = archs.into_iter().collect();
@@ -182,18 +230,15 @@ impl KernelBuilder {
         self
     }
 
-    /// The executable rustc runs as the nvptx linker. It must call
-    /// [`link::link_from_args`] when [`link::in_link_mode`] is true.
-    /// [`KernelBuilder::build_for_cargo`] uses the running build script.
-    pub fn linker_exe(mut self, exe: impl AsRef<Path>) -> Self {
-        self.linker_exe = Some(exe.as_ref().to_path_buf());
-        self
-    }
-
     /// Whether to run `ptxas` on each PTX file when `ptxas` is installed (default true).
     pub fn validate(mut self, yes: bool) -> Self {
         self.validate = yes;
         self
+    }
+
+    /// The kernel crate's library root (`src/lib.rs`, or what its `[lib] path` says).
+    pub fn lib_root(&self) -> Result<PathBuf, BuildError> {
+        metadata::lib_root(&self.crate_dir)
     }
 
     /// The architectures this builder will build.
@@ -221,9 +266,9 @@ impl KernelBuilder {
         Ok(format!("ptx{digits}"))
     }
 
-    /// Builds every architecture and returns the PTX files. Runs the nested cargo, so it
-    /// needs a linker executable: inside a build script use
-    /// [`KernelBuilder::build_for_cargo`]; elsewhere set [`KernelBuilder::linker_exe`].
+    /// Builds every architecture and returns the PTX files, showing the compiler's warnings
+    /// (as `cargo:warning=` lines in a build script). Works anywhere; in a build script,
+    /// [`KernelBuilder::build_for_cargo`] also embeds the PTX in the crate.
     pub fn build(&self) -> Result<Vec<BuiltPtx>, BuildError> {
         let toolchain = DeviceToolchain::discover()?;
         let cuda = CudaTools::discover();
@@ -235,49 +280,39 @@ impl KernelBuilder {
         toolchain: &DeviceToolchain,
         cuda: &CudaTools,
     ) -> Result<Vec<BuiltPtx>, BuildError> {
-        let linker_exe = match &self.linker_exe {
-            Some(exe) => exe.clone(),
-            None => env::current_exe().map_err(|e| BuildError::io("locating", "current_exe", e))?,
-        };
         let target_root = self.target_root()?;
         let crate_dir = fs::canonicalize(&self.crate_dir)
             .map_err(|e| BuildError::io("opening kernel crate", &self.crate_dir, e))?;
-        let crate_name = lib_name(&crate_dir, self.device.require_no_std)?;
-        let shim = write_linker_shim(&target_root)?;
+        metadata::lib_name(&crate_dir, self.device.require_no_std)?;
+        let linker = link::write_linker_script(&target_root)?;
         let ptx_feature = self.resolved_ptx_isa()?;
+        let settings = link::LinkSettings {
+            llvm_bin: toolchain.llvm_bin.clone(),
+            libdevice: cuda.libdevice.clone(),
+            allowed_externs: self.device.allowed_externs.clone(),
+        };
 
         let mut built = Vec::new();
         for arch in self.resolved_archs()? {
-            let dir = target_root.join(arch.target_cpu());
+            let mut dir = target_root.clone();
+            dir.extend(&self.device.build_dir);
+            let dir = dir.join(arch.target_cpu());
             let started = Instant::now();
-            let mut cmd = self.nested_cargo(toolchain, &crate_dir, &dir);
-            let rustflags = self.rustflags(arch, &ptx_feature, &shim);
-            cmd.env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
-                .env(link::LINK_MODE_VAR, "1")
-                .env(link::LINK_EXE_VAR, &linker_exe)
-                .env(link::LLVM_BIN_VAR, &toolchain.llvm_bin)
-                .env(
-                    link::ALLOWED_EXTERNS_VAR,
-                    self.device.allowed_externs.join(","),
-                );
-            if let Some(libdevice) = &cuda.libdevice {
-                cmd.env(link::LIBDEVICE_VAR, libdevice);
-            }
+            let mut cmd = nested::command(toolchain, &self.device, &crate_dir, &dir);
+            let rustflags = self.rustflags(arch, &ptx_feature, &linker);
+            cmd.env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
             if self.device.cuda_arch_env {
                 cmd.env("CUDA_ARCH", (arch.compute_capability() * 10).to_string());
             }
-            tool::run(&mut cmd)?;
-            let path = dir
-                .join(TARGET)
-                .join("release")
-                .join(format!("{crate_name}.ptx"));
-            if !path.exists() {
-                return Err(BuildError::io(
-                    "cargo finished but did not produce",
-                    &path,
+            let outcome = nested::run(&mut cmd)?;
+            let artifact = outcome.artifact.ok_or_else(|| {
+                BuildError::io(
+                    "cargo finished but reported no PTX for",
+                    &crate_dir,
                     std::io::ErrorKind::NotFound.into(),
-                ));
-            }
+                )
+            })?;
+            let path = link::link_artifact(&artifact, &settings)?;
             if self.validate {
                 if let Some(ptxas) = &cuda.ptxas {
                     ptx::validate_with_ptxas(ptxas, &path, &arch.target_cpu())?;
@@ -287,67 +322,41 @@ impl KernelBuilder {
                 arch,
                 path,
                 elapsed: started.elapsed(),
+                warnings: outcome.warnings,
             });
         }
+        nested::show_warnings(built.iter().flat_map(|b| &b.warnings));
         Ok(built)
     }
 
-    /// The nested `cargo rustc` that compiles the crate for `arch` into `dir`.
-    fn nested_cargo(&self, toolchain: &DeviceToolchain, crate_dir: &Path, dir: &Path) -> Command {
-        let build_std = if self.device.with_alloc {
-            "-Zbuild-std=core,alloc"
-        } else {
-            "-Zbuild-std=core"
-        };
-        let mut cmd = Command::new(&toolchain.cargo);
-        cmd.current_dir(crate_dir)
-            .args(["rustc", "--lib", "--crate-type", "cdylib", "--release"])
-            .args(["--target", TARGET, build_std])
-            .arg("--manifest-path")
-            .arg(crate_dir.join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(dir)
-            // One fat-LTO'd bitcode module, whatever the crate's own release profile says.
-            .args(["--config", "profile.release.lto=\"fat\""])
-            .args(["--config", "profile.release.codegen-units=1"])
-            .args(["--config", "profile.release.panic=\"abort\""])
-            .args(["--config", "profile.release.opt-level=3"])
-            .args(["--config", "profile.release.debug=false"])
-            .args(["--config", "profile.release.incremental=false"])
-            .args(["--config", "profile.release.debug-assertions=false"])
-            .args(["--config", "profile.release.overflow-checks=false"]);
-        // After `--`, `cargo rustc` gives the flags to the kernel crate alone: a dependency
-        // that enables the same feature itself would otherwise fail (E0636).
-        cmd.arg("--")
-            .args((self.device.crate_attrs.iter()).map(|a| format!("-Zcrate-attr={a}")));
-        clean_nested_env(&mut cmd, toolchain);
-        cmd
-    }
-
     /// The device build's rustc flags for `arch`.
-    fn rustflags(&self, arch: Arch, ptx_feature: &str, shim: &Path) -> Vec<String> {
-        vec![
+    fn rustflags(&self, arch: Arch, ptx_feature: &str, linker: &Path) -> Vec<String> {
+        let mut flags = vec![
             format!("-Ctarget-cpu={}", arch.target_cpu()),
             format!("-Ctarget-feature=+{ptx_feature}"),
-            format!("-Clinker={}", shim.display()),
+            format!("-Clinker={}", linker.display()),
             // MIR's jump threading copies a call into both arms of a branch; when the
             // call holds a barrier and the branch differs between threads, the threads
             // of one warp reach two `bar.sync`s and the block deadlocks
             // (rust-lang/rust#137086). LLVM's passes respect `convergent`; MIR has no
             // such notion, so the pass is off for device code.
             DISABLED_MIR_PASSES.to_string(),
-        ]
+        ];
+        flags.extend(self.device.rustflags.iter().cloned());
+        flags.extend(
+            self.device
+                .arch_rustflags
+                .map(|f| f(arch))
+                .unwrap_or_default(),
+        );
+        flags
     }
 
-    /// Builds from a build script: links instead when rustc runs this script as the
-    /// linker, does nothing while the crate itself is compiled for the GPU, otherwise
-    /// builds every architecture, copies the PTX into `OUT_DIR`, writes
+    /// Builds from a build script: does nothing while the crate itself is compiled for the
+    /// GPU, otherwise builds every architecture, copies the PTX into `OUT_DIR`, writes
     /// `OUT_DIR/<lib name>_ptx.rs`, and tells cargo when to rerun. On failure it prints
     /// the error and exits, so cargo shows the message as it is.
     pub fn build_for_cargo(&self) {
-        if link::in_link_mode() {
-            std::process::exit(link::link_from_args());
-        }
         if let Err(e) = self.try_build_for_cargo() {
             eprintln!("error: lookahead kernel build failed: {e}");
             std::process::exit(1);
@@ -371,7 +380,7 @@ impl KernelBuilder {
         }
         let crate_dir = fs::canonicalize(&self.crate_dir)
             .map_err(|e| BuildError::io("opening kernel crate", &self.crate_dir, e))?;
-        for watched in source_paths(&crate_dir) {
+        for watched in metadata::source_paths(&crate_dir) {
             println!("cargo:rerun-if-changed={}", watched.display());
         }
         Ok(())
@@ -392,7 +401,7 @@ impl KernelBuilder {
         let cuda = CudaTools::discover();
         let started = Instant::now();
         let built = self.build_with(&toolchain, &cuda)?;
-        let crate_name = lib_name(&crate_dir, self.device.require_no_std)?;
+        let crate_name = metadata::lib_name(&crate_dir, self.device.require_no_std)?;
 
         let mut entries = String::new();
         let mut report = format!(
@@ -458,223 +467,5 @@ impl KernelBuilder {
         };
         fs::create_dir_all(&root).map_err(|e| BuildError::io("creating", &root, e))?;
         Ok(root)
-    }
-}
-
-/// A stable path for rustc's `-C linker`, so the flags (and cargo's fingerprints) do not
-/// change when the build script's own path does; it forwards to `$LOOKAHEAD_PTX_LINK_EXE`.
-fn write_linker_shim(target_root: &Path) -> Result<PathBuf, BuildError> {
-    let shim = target_root.join("lookahead-ptx-link");
-    let text = format!("#!/bin/sh\nexec \"${}\" \"$@\"\n", link::LINK_EXE_VAR);
-    if fs::read_to_string(&shim).ok().as_deref() != Some(text.as_str()) {
-        let tmp = target_root.join(format!("lookahead-ptx-link.{}", std::process::id()));
-        fs::write(&tmp, &text).map_err(|e| BuildError::io("writing", &tmp, e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))
-                .map_err(|e| BuildError::io("making executable", &tmp, e))?;
-        }
-        fs::rename(&tmp, &shim).map_err(|e| BuildError::io("installing", &shim, e))?;
-    }
-    Ok(shim)
-}
-
-/// The environment of a build script carries the outer build's settings; keep the ones
-/// that are not about this build (jobserver, CARGO_HOME, PATH) and drop the rest.
-fn clean_nested_env(cmd: &mut Command, toolchain: &DeviceToolchain) {
-    for var in [
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_TARGET_DIR",
-        "RUSTDOC",
-        "RUSTDOCFLAGS",
-        "CARGO_ENCODED_RUSTDOCFLAGS",
-        "RUSTUP_TOOLCHAIN",
-        "CARGO",
-        "CARGO_MANIFEST_DIR",
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_INCREMENTAL",
-        "OUT_DIR",
-        "TARGET",
-        "HOST",
-        "NUM_JOBS",
-        "OPT_LEVEL",
-        "DEBUG",
-        "PROFILE",
-        "RUSTC_LINKER",
-    ] {
-        cmd.env_remove(var);
-    }
-    // Build-script variables describing the outer (host) build.
-    for (var, _) in env::vars_os() {
-        let name = var.to_string_lossy();
-        if ["CARGO_CFG_", "CARGO_FEATURE_", "CARGO_PKG_", "DEP_"]
-            .iter()
-            .any(|p| name.starts_with(p))
-        {
-            cmd.env_remove(&var);
-        }
-    }
-    cmd.env("RUSTC", &toolchain.rustc)
-        // Debian's stable rustc needs this for -Zbuild-std and the nightly-only kernel
-        // features (abi_gpu_kernel, asm_experimental_arch); a nightly ignores it.
-        .env("RUSTC_BOOTSTRAP", "1");
-    if toolchain.source == ToolchainSource::RustupNightly {
-        cmd.env("RUSTUP_TOOLCHAIN", "nightly");
-    }
-}
-
-/// The crate's library name (`[lib] name`, else the package name with `-` as `_`).
-/// The kernel crate's library name, after checking (with `require_no_std`) that its root is
-/// `#![no_std]`.
-fn lib_name(crate_dir: &Path, require_no_std: bool) -> Result<String, BuildError> {
-    let meta = package_metadata(crate_dir)?;
-    let pkg = meta
-        .iter()
-        .find(|p| p.manifest_dir == crate_dir)
-        .ok_or_else(|| BuildError::ToolFailed {
-            command: "cargo metadata".into(),
-            status: "no package".into(),
-            stderr: format!("no package with its manifest in {}", crate_dir.display()),
-        })?;
-    if require_no_std {
-        check_no_std(&pkg.lib_root)?;
-    }
-    Ok(pkg.lib_name.clone())
-}
-
-/// A kernel crate is `#![no_std]` on every target, not only on the GPU: then its host build
-/// (the type check of every kernel, and the emulator) refuses what the GPU build refuses
-/// (`println!`, `Vec`, `String`, `format!`), instead of running code the GPU cannot.
-fn check_no_std(root: &Path) -> Result<(), BuildError> {
-    let text = fs::read_to_string(root).map_err(|e| BuildError::io("reading", root, e))?;
-    let no_std = text
-        .lines()
-        .map(|l| l.split("//").next().unwrap_or("").replace(' ', ""))
-        .any(|l| l.starts_with("#![no_std]"));
-    if no_std {
-        Ok(())
-    } else {
-        Err(BuildError::NotNoStd {
-            root: root.to_path_buf(),
-        })
-    }
-}
-
-#[derive(Debug)]
-struct LocalPackage {
-    manifest_dir: PathBuf,
-    lib_name: String,
-    lib_root: PathBuf,
-    path_deps: Vec<PathBuf>,
-}
-
-/// Workspace packages seen from `crate_dir` (`cargo metadata --no-deps`).
-fn package_metadata(crate_dir: &Path) -> Result<Vec<LocalPackage>, BuildError> {
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = tool::run(
-        Command::new(cargo)
-            .args([
-                "metadata",
-                "--no-deps",
-                "--format-version",
-                "1",
-                "--offline",
-            ])
-            .arg("--manifest-path")
-            .arg(crate_dir.join("Cargo.toml")),
-    )?;
-    let json: serde_json::Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| BuildError::ToolFailed {
-            command: "cargo metadata".into(),
-            status: "unreadable output".into(),
-            stderr: e.to_string(),
-        })?;
-    let mut packages = Vec::new();
-    for pkg in json["packages"].as_array().into_iter().flatten() {
-        let manifest = PathBuf::from(pkg["manifest_path"].as_str().unwrap_or_default());
-        let manifest_dir = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
-        let lib = pkg["targets"].as_array().into_iter().flatten().find(|t| {
-            t["kind"]
-                .as_array()
-                .is_some_and(|k| k.iter().any(|k| k == "lib" || k == "cdylib" || k == "rlib"))
-        });
-        let lib_name = lib
-            .and_then(|t| t["name"].as_str())
-            .unwrap_or_else(|| pkg["name"].as_str().unwrap_or_default())
-            .replace('-', "_");
-        let lib_root = lib
-            .and_then(|t| t["src_path"].as_str())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| manifest_dir.join("src").join("lib.rs"));
-        let path_deps = pkg["dependencies"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d["path"].as_str().map(PathBuf::from))
-            .collect();
-        packages.push(LocalPackage {
-            manifest_dir,
-            lib_name,
-            lib_root,
-            path_deps,
-        });
-    }
-    Ok(packages)
-}
-
-/// The sources a kernel build depends on: the crate and its path dependencies
-/// (device runtime, proc-macros), so editing any of them rebuilds the PTX.
-fn source_paths(crate_dir: &Path) -> Vec<PathBuf> {
-    let packages = package_metadata(crate_dir).unwrap_or_default();
-    let mut todo = vec![crate_dir.to_path_buf()];
-    let mut seen: Vec<PathBuf> = Vec::new();
-    while let Some(dir) = todo.pop() {
-        if seen.contains(&dir) {
-            continue;
-        }
-        if let Some(pkg) = packages.iter().find(|p| p.manifest_dir == dir) {
-            todo.extend(pkg.path_deps.iter().cloned());
-        }
-        seen.push(dir);
-    }
-    seen.iter()
-        .flat_map(|d| [d.join("Cargo.toml"), d.join("src"), d.join("build.rs")])
-        .filter(|p| p.exists())
-        .collect()
-}
-
-#[cfg(test)]
-mod no_std_tests {
-    use super::*;
-
-    fn root_with(text: &str) -> PathBuf {
-        let dir = env::temp_dir().join(format!("lookahead-no-std-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("lib{}.rs", text.len()));
-        fs::write(&path, text).unwrap();
-        path
-    }
-
-    #[test]
-    fn a_crate_root_must_be_no_std_on_every_target() {
-        assert!(check_no_std(&root_with("//! k\n#![no_std]\n")).is_ok());
-        assert!(check_no_std(&root_with(
-            "#![cfg(target_arch = \"nvptx64\")]\n#![no_std]\n"
-        ))
-        .is_ok());
-        let gpu_only = root_with("#![cfg_attr(target_arch = \"nvptx64\", no_std)]\n");
-        let err = check_no_std(&gpu_only).unwrap_err().to_string();
-        assert!(
-            err.contains("is not `#![no_std]`") && err.contains("extern crate std"),
-            "{err}"
-        );
-        assert!(check_no_std(&root_with("// #![no_std]\nfn f() {}\n")).is_err());
     }
 }

@@ -2,12 +2,13 @@
 //! self-contained PTX file the way upstream's `llvm-bitcode-linker` does
 //! (`llvm-link` -> `opt` internalize + O3 -> `llc`), plus libdevice when kernels need it.
 //!
-//! The builder makes rustc call the build-script binary itself as the linker (through a
-//! small shim at a stable path, so rustc's flags and cargo's fingerprints never change);
-//! [`crate::KernelBuilder::build_for_cargo`] notices the environment below and runs
-//! [`link_from_args`] instead of building.
+//! rustc's linker is [`LINKER_SCRIPT`], a shell script at a stable path (so rustc's flags and
+//! cargo's fingerprints never change): it only keeps what rustc hands it, since rustc deletes
+//! the bitcode objects afterwards, and writes a placeholder naming them where rustc expects
+//! the PTX. Once the nested cargo has finished, the builder reads the placeholder cargo
+//! reports as the crate's artifact and links, in its own process: no
+//! build script runs a second time, and the link needs nothing from the environment.
 
-use std::env;
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,22 +17,119 @@ use std::process::Command;
 use crate::tool::run;
 use crate::BuildError;
 
-/// Set (to `1`) in the environment of the nested cargo: rustc's linker calls then link.
-pub(crate) const LINK_MODE_VAR: &str = "LOOKAHEAD_PTX_LINK";
-/// The build-script executable the shim forwards to.
-pub(crate) const LINK_EXE_VAR: &str = "LOOKAHEAD_PTX_LINK_EXE";
-/// Directory of the LLVM tools to link with.
-pub(crate) const LLVM_BIN_VAR: &str = "LOOKAHEAD_PTX_LINK_LLVM_BIN";
-/// libdevice to link when the kernels reference `__nv_*` functions (may be unset).
-pub(crate) const LIBDEVICE_VAR: &str = "LOOKAHEAD_PTX_LINK_LIBDEVICE";
-/// Comma-separated functions the PTX may leave to the driver (`vprintf`, `malloc`, ...).
-pub(crate) const ALLOWED_EXTERNS_VAR: &str = "LOOKAHEAD_PTX_LINK_ALLOWED_EXTERNS";
+/// rustc's `-C linker` for the device build. It copies the bitcode objects into
+/// `<output>.link/`, writes its arguments there one per line (object paths pointing at the
+/// copies, the paths of the other files it was given made absolute), and writes `<output>`
+/// as a one-line placeholder that names the folder.
+pub const LINKER_SCRIPT: &str = r#"#!/bin/sh
+# rustc's nvptx linker in Lookahead's kernel builds: it keeps the bitcode and the arguments
+# rustc hands it; the kernel builder links them into PTX once cargo has finished.
+set -eu
+out=
+prev=
+for arg in "$@"; do
+    if [ "$prev" = "-o" ]; then out=$arg; fi
+    prev=$arg
+done
+if [ -z "$out" ]; then
+    echo "lookahead PTX linker: rustc passed no -o" >&2
+    exit 1
+fi
+case $out in /*) ;; *) out=$PWD/$out ;; esac
+request=$out.link
+rm -rf "$request"
+mkdir -p "$request"
+n=0
+for arg in "$@"; do
+    if [ -f "$arg" ]; then
+        case $arg in /*) ;; *) arg=$PWD/$arg ;; esac
+        case $arg in
+            *.o) n=$((n + 1)); cp "$arg" "$request/$n.o"; arg=$request/$n.o ;;
+        esac
+    fi
+    printf '%s\n' "$arg" >>"$request/args"
+done
+printf 'lookahead-ptx-link-request %s\n' "$request" >"$out"
+"#;
 
-/// True when this process was started by rustc as the nvptx linker: the nested build
-/// sets `LINK_MODE_VAR`, and rustc passes arguments, which cargo never gives a build
-/// script (the nested build runs build scripts too, with the same environment).
-pub fn in_link_mode() -> bool {
-    env::var_os(LINK_MODE_VAR).is_some_and(|v| v == "1") && env::args_os().len() > 1
+/// The first word of the placeholder [`LINKER_SCRIPT`] writes.
+const PLACEHOLDER: &str = "lookahead-ptx-link-request";
+
+/// Writes [`LINKER_SCRIPT`] to `<target_root>/lookahead-ptx-link` (when it differs) and
+/// returns its path.
+pub(crate) fn write_linker_script(target_root: &Path) -> Result<PathBuf, BuildError> {
+    let script = target_root.join("lookahead-ptx-link");
+    if fs::read_to_string(&script).ok().as_deref() != Some(LINKER_SCRIPT) {
+        let tmp = target_root.join(format!("lookahead-ptx-link.{}", std::process::id()));
+        fs::write(&tmp, LINKER_SCRIPT).map_err(|e| BuildError::io("writing", &tmp, e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))
+                .map_err(|e| BuildError::io("making executable", &tmp, e))?;
+        }
+        fs::rename(&tmp, &script).map_err(|e| BuildError::io("installing", &script, e))?;
+    }
+    Ok(script)
+}
+
+/// What the link needs besides rustc's request.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkSettings {
+    /// Directory of the LLVM tools matching rustc's LLVM.
+    pub llvm_bin: PathBuf,
+    /// libdevice, linked when the kernels reference `__nv_*` functions.
+    pub libdevice: Option<PathBuf>,
+    /// Functions the PTX may leave to the driver (`vprintf`, `malloc`, ...).
+    pub allowed_externs: Vec<String>,
+}
+
+/// Links the request that the placeholder `artifact` (the crate's `.ptx` as cargo reports
+/// it) names, unless it was linked already, and returns the PTX file.
+pub(crate) fn link_artifact(
+    artifact: &Path,
+    settings: &LinkSettings,
+) -> Result<PathBuf, BuildError> {
+    let text = fs::read_to_string(artifact).map_err(|e| BuildError::io("reading", artifact, e))?;
+    let request = text
+        .strip_prefix(PLACEHOLDER)
+        .map(|r| PathBuf::from(r.trim()))
+        .ok_or_else(|| BuildError::ToolFailed {
+            command: "the nested cargo".into(),
+            status: "an artifact the builder's linker did not write".into(),
+            stderr: format!(
+                "{} is not a placeholder of lookahead-ptx-link",
+                artifact.display()
+            ),
+        })?;
+    let stem = artifact
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let linked = request.join(format!("{stem}.ptx"));
+    if linked.exists() {
+        return Ok(linked);
+    }
+    let args_file = request.join("args");
+    let args =
+        fs::read_to_string(&args_file).map_err(|e| BuildError::io("reading", &args_file, e))?;
+    let req = LinkRequest::parse(args.lines().map(OsString::from)).map_err(|msg| {
+        BuildError::ToolFailed {
+            command: format!("linking {}", request.display()),
+            status: "a request it cannot read".into(),
+            stderr: msg,
+        }
+    })?;
+    // Another build script may link the same request at the same time: each works in a
+    // folder of its own, and the finished PTX is renamed into place.
+    let work = request.join(format!("work-{}", std::process::id()));
+    fs::create_dir_all(&work).map_err(|e| BuildError::io("creating", &work, e))?;
+    let output = work.join(format!("{stem}.ptx"));
+    link(&req, settings, &output)?;
+    fs::rename(&output, &linked).map_err(|e| BuildError::io("installing", &linked, e))?;
+    let _ = fs::remove_dir_all(&work);
+    Ok(linked)
 }
 
 /// What rustc asked the linker to do.
@@ -89,33 +187,14 @@ impl LinkRequest {
     }
 }
 
-/// Entry point of link mode: parses `std::env::args`, links, and returns the exit code.
-pub fn link_from_args() -> i32 {
-    let result = LinkRequest::parse(env::args_os().skip(1))
-        .map_err(|msg| format!("lookahead PTX linker: {msg}"))
-        .and_then(|req| link(&req).map_err(|e| format!("lookahead PTX linker: {e}")));
-    match result {
-        Ok(()) => 0,
-        Err(msg) => {
-            eprintln!("{msg}");
-            1
-        }
-    }
-}
-
-fn link(req: &LinkRequest) -> Result<(), BuildError> {
-    let llvm_bin = PathBuf::from(
-        env::var_os(LLVM_BIN_VAR).ok_or(BuildError::NotInBuildScript(
-            "LOOKAHEAD_PTX_LINK_LLVM_BIN (set by the kernel builder)",
-        ))?,
-    );
-    let tool = |name: &str| llvm_bin.join(name);
-    let output = req.output.clone().expect("checked in parse");
+/// Links `req` into the PTX file `output`; scratch files go beside it.
+fn link(req: &LinkRequest, settings: &LinkSettings, output: &Path) -> Result<(), BuildError> {
+    let tool = |name: &str| settings.llvm_bin.join(name);
     let stem = output.with_extension("");
     let scratch = |suffix: &str| PathBuf::from(format!("{}.{suffix}", stem.display()));
 
     let linked = scratch("linked.bc");
-    link_bitcode(req, &tool, &linked, &scratch("ar"))?;
+    link_bitcode(req, settings, &tool, &linked, &scratch("ar"))?;
     move_address_spaces(&tool, &linked, &scratch("linked.ll"))?;
 
     // 4. Keep only the kernels' entry points public, optimise, drop the rest.
@@ -143,14 +222,15 @@ fn link(req: &LinkRequest) -> Result<(), BuildError> {
     if !req.target_features.is_empty() {
         llc.arg(format!("--mattr={}", req.target_features.join(",")));
     }
-    run(llc.arg(&optimized).arg("-o").arg(&output))?;
-    finish_ptx(&output)
+    run(llc.arg(&optimized).arg("-o").arg(output))?;
+    finish_ptx(output, &settings.allowed_externs)
 }
 
 /// Steps 1-3: the crate's own (fat-LTO'd) bitcode, the archives' bitcode it references
 /// (compiler_builtins), and libdevice when the kernels call `__nv_*` math.
 fn link_bitcode(
     req: &LinkRequest,
+    settings: &LinkSettings,
     tool: &dyn Fn(&str) -> PathBuf,
     linked: &Path,
     ar_dir: &Path,
@@ -175,8 +255,7 @@ fn link_bitcode(
     if nv_symbols.is_empty() {
         return Ok(());
     }
-    let libdevice = env::var_os(LIBDEVICE_VAR)
-        .map(PathBuf::from)
+    let libdevice = (settings.libdevice.clone())
         .filter(|p| p.exists())
         .ok_or_else(|| BuildError::NoLibdevice {
             symbols: nv_symbols
@@ -233,16 +312,19 @@ fn move_address_spaces(
 }
 
 /// The launch bounds into directives, and the check that nothing but the driver's own
-/// functions (the allowed externs) is left for someone else to provide.
-fn finish_ptx(output: &Path) -> Result<(), BuildError> {
+/// functions (the allowed externs) is left for someone else to provide: no other function,
+/// and no static declared in an `extern` block (OptiX's launch parameters are one).
+fn finish_ptx(output: &Path, allowed: &[String]) -> Result<(), BuildError> {
     let ptx = fs::read_to_string(output).map_err(|e| BuildError::io("reading", output, e))?;
     let ptx = crate::ptx::apply_launch_bounds(&ptx).map_err(BuildError::LaunchBounds)?;
     fs::write(output, &ptx).map_err(|e| BuildError::io("writing", output, e))?;
-    let allowed = env::var(ALLOWED_EXTERNS_VAR).unwrap_or_default();
-    let allowed: Vec<&str> = allowed.split(',').filter(|a| !a.is_empty()).collect();
+    let statics = crate::ptx::unresolved_variables(&ptx)
+        .into_iter()
+        .map(|v| format!("{v} (a static)"));
     let unresolved: Vec<String> = crate::ptx::unresolved_functions(&ptx)
         .into_iter()
-        .filter(|f| !allowed.contains(&f.as_str()))
+        .filter(|f| !allowed.contains(f))
+        .chain(statics)
         .collect();
     if !unresolved.is_empty() {
         return Err(BuildError::UnresolvedSymbols {
@@ -309,6 +391,55 @@ mod tests {
         assert_eq!(req.target_cpu.as_deref(), Some("sm_90"));
         assert_eq!(req.target_features, ["+ptx78,+ptx80"]);
         assert_eq!(req.output, Some(PathBuf::from("out/k.ptx")));
+    }
+
+    #[test]
+    fn the_linker_script_keeps_objects_and_arguments_and_writes_a_placeholder() {
+        let dir =
+            std::env::temp_dir().join(format!("lookahead-link-script-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("deps")).unwrap();
+        let script = write_linker_script(&dir).unwrap();
+        fs::write(dir.join("deps/k.rcgu.o"), b"BC\xC0\xDEbitcode").unwrap();
+        fs::write(dir.join("deps/libcb.rlib"), b"archive").unwrap();
+        let status = Command::new(&script)
+            .current_dir(&dir)
+            .args([
+                "--export-symbol",
+                "saxpy",
+                "deps/k.rcgu.o",
+                "deps/libcb.rlib",
+            ])
+            .args(["--target-cpu", "sm_80", "-o", "deps/k.ptx"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // rustc deletes its objects after linking: the request keeps a copy.
+        fs::remove_file(dir.join("deps/k.rcgu.o")).unwrap();
+        let request = dir.join("deps/k.ptx.link");
+        let placeholder = fs::read_to_string(dir.join("deps/k.ptx")).unwrap();
+        assert_eq!(
+            placeholder.trim(),
+            format!("{PLACEHOLDER} {}", request.display())
+        );
+        let args = fs::read_to_string(request.join("args")).unwrap();
+        let req = LinkRequest::parse(args.lines().map(OsString::from)).unwrap();
+        assert_eq!(req.objects, [request.join("1.o")]);
+        assert_eq!(fs::read(request.join("1.o")).unwrap(), b"BC\xC0\xDEbitcode");
+        assert_eq!(req.archives, [dir.join("deps/libcb.rlib")]);
+        assert_eq!(req.exports, ["saxpy"]);
+        // The output is not used: the builder links into the request's folder.
+        assert_eq!(req.output, Some(PathBuf::from("deps/k.ptx")));
+        // A file the script did not write is refused, not linked.
+        let settings = LinkSettings {
+            llvm_bin: PathBuf::from("/nonexistent"),
+            libdevice: None,
+            allowed_externs: Vec::new(),
+        };
+        fs::write(dir.join("other.ptx"), ".version 8.0\n").unwrap();
+        let err = link_artifact(&dir.join("other.ptx"), &settings).unwrap_err();
+        assert!(err.to_string().contains("not a placeholder"), "{err}");
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -34,6 +34,24 @@ pub fn unresolved_functions(ptx: &str) -> Vec<String> {
         .collect()
 }
 
+/// Variables the module declares `.extern .global` or `.extern .const` (to be provided by
+/// someone else, as OptiX provides its launch parameters): a module the driver loads has
+/// none. `.extern .shared` arrays (dynamic shared memory) are not counted.
+pub fn unresolved_variables(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .map(str::trim_start)
+        .filter_map(|l| {
+            l.strip_prefix(".extern .global")
+                .or_else(|| l.strip_prefix(".extern .const"))
+        })
+        .filter_map(|rest| {
+            // `.align 8 .b8 PARAMS[64];`: the name is the last word, before `[` or `;`.
+            let decl = rest.split(['[', ';']).next()?;
+            decl.split_whitespace().last().map(name_prefix)
+        })
+        .collect()
+}
+
 /// The `.version` directive, for example `"8.0"`.
 pub fn isa_version(ptx: &str) -> Option<&str> {
     ptx.lines()
@@ -188,6 +206,8 @@ mod tests {
     const SAMPLE: &str = "//\n.version 8.0\n.target sm_90\n.address_size 64\n\
         .extern .func (.param .b32 func_retval0) __nv_expf(.param .b32 x);\n\
         .extern .func abort();\n\
+        .extern .global .align 8 .b8 PARAMS[64];\n.extern .const .align 4 .u32 table;\n\
+        .extern .shared .align 16 .b8 dynamic[];\n\
         .visible .entry saxpy(\n.param .f32 a\n)\n{\n{\nret;\n}\n}\n\
         .visible .entry reduce(\n.param .u64 p\n)\n{\nprefetch.global.L2 [%rd1];\nret;\n}\n";
 
@@ -197,6 +217,7 @@ mod tests {
         assert_eq!(target(SAMPLE), Some("sm_90"));
         assert_eq!(entries(SAMPLE), ["saxpy", "reduce"]);
         assert_eq!(unresolved_functions(SAMPLE), ["__nv_expf", "abort"]);
+        assert_eq!(unresolved_variables(SAMPLE), ["PARAMS", "table"]);
     }
 
     #[test]

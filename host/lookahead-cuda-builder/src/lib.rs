@@ -17,88 +17,33 @@
 //! ```
 //!
 //! What the builder does for a crate written for `cuda_std`, beyond a Lookahead kernel
-//! crate's build: it builds `alloc` (kernels may use `Box`, `Vec`, `String` through the
-//! driver's heap), lets the PTX call the driver's `vprintf`, `malloc`, `free` and
-//! `__assertfail`, sets `CUDA_ARCH` (`800` for sm_80) as Rust-CUDA's codegen does, and gives
-//! the kernel crate the `gpu-kernel` ABI's feature gate (and `#![no_std]`) when its root
-//! does not say so itself. Shared-memory statics are moved to `.shared` at link time.
+//! crate's build, to give it what Rust-CUDA's builder and codegen give it:
+//!
+//! * every crate of the device build (the kernel crate's dependencies too) is `#![no_std]`
+//!   and knows the `nvvm_internal` tool attributes (`-Zcrate-attr`, as Rust-CUDA passes
+//!   them); rustc ignores those attributes, so the builder warns where the kernel crate
+//!   uses one, and an `extern` static they would have placed (OptiX's launch parameters)
+//!   is a link error;
+//! * `#[cfg(target_feature = "compute_70")]` holds from that architecture on, as under
+//!   Rust-CUDA's codegen (see [`NvvmArch::all_target_features`]), and `CUDA_ARCH` is set
+//!   (`610` for sm_61);
+//! * `alloc` is built (kernels may use `Box`, `Vec`, `String` through the driver's heap),
+//!   and the PTX may call the driver's `vprintf`, `malloc`, `free` and `__assertfail`;
+//! * the kernel crate gets the `gpu-kernel` ABI's feature gate when its root does not
+//!   enable it itself.
+//!
+//! Shared-memory statics are moved to `.shared` at link time. The compiler's warnings are
+//! shown as cargo shows a build script's (`cargo:warning=`).
+
+mod arch;
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use lookahead_builder::{link, Arch, BuildError, KernelBuilder};
+use lookahead_builder::{Arch, BuildError, KernelBuilder};
 
-/// A GPU architecture, named as Rust-CUDA names them (`Compute80` is sm_80).
-///
-/// rustc's backend and CUDA 12+'s `ptxas` support sm_50 and later; the `cuda_std` atomics
-/// with orderings need sm_70 or later.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum NvvmArch {
-    /// sm_50
-    Compute50,
-    /// sm_52
-    Compute52,
-    /// sm_53
-    Compute53,
-    /// sm_60
-    Compute60,
-    /// sm_61
-    Compute61,
-    /// sm_62
-    Compute62,
-    /// sm_70
-    Compute70,
-    /// sm_72
-    Compute72,
-    /// sm_75
-    Compute75,
-    /// sm_80 (the default: the oldest architecture Lookahead's own kernels target)
-    #[default]
-    Compute80,
-    /// sm_86
-    Compute86,
-    /// sm_87
-    Compute87,
-    /// sm_89
-    Compute89,
-    /// sm_90
-    Compute90,
-    /// sm_100
-    Compute100,
-    /// sm_120
-    Compute120,
-}
-
-impl NvvmArch {
-    /// The compute capability as major * 10 + minor (`80` for `Compute80`).
-    pub fn capability(self) -> u32 {
-        use NvvmArch::*;
-        match self {
-            Compute50 => 50,
-            Compute52 => 52,
-            Compute53 => 53,
-            Compute60 => 60,
-            Compute61 => 61,
-            Compute62 => 62,
-            Compute70 => 70,
-            Compute72 => 72,
-            Compute75 => 75,
-            Compute80 => 80,
-            Compute86 => 86,
-            Compute87 => 87,
-            Compute89 => 89,
-            Compute90 => 90,
-            Compute100 => 100,
-            Compute120 => 120,
-        }
-    }
-
-    /// The `sm_XX` name.
-    pub fn target_cpu(self) -> String {
-        format!("sm_{}", self.capability())
-    }
-}
+pub use arch::NvvmArch;
 
 /// Why a kernel build failed.
 #[derive(Debug, thiserror::Error)]
@@ -122,10 +67,18 @@ pub enum CudaBuilderError {
         /// Why.
         source: std::io::Error,
     },
-    /// `build` ran outside a build script and without `OUT_DIR`.
-    #[error("CudaBuilder::build runs in a build script (OUT_DIR is not set)")]
-    NotInBuildScript,
 }
+
+/// The folder of the target directory the builds of crates written for `cuda_std` go to:
+/// their flags differ from Lookahead kernel crates', so they keep their own `core`.
+const BUILD_DIR: &str = "cuda";
+
+/// Crate attributes every crate of the device build gets, as under Rust-CUDA's builder.
+const ALL_CRATE_ATTRS: [&str; 3] = [
+    "no_std",
+    "feature(register_tool)",
+    "register_tool(nvvm_internal)",
+];
 
 /// Functions the CUDA driver provides that `cuda_std` kernels call.
 const DRIVER_FUNCTIONS: [&str; 4] = ["vprintf", "malloc", "free", "__assertfail"];
@@ -138,6 +91,7 @@ pub struct CudaBuilder {
     copy_to: Option<PathBuf>,
     release: bool,
     ptx_isa: Option<String>,
+    build_args: Vec<String>,
 }
 
 impl CudaBuilder {
@@ -150,11 +104,12 @@ impl CudaBuilder {
             copy_to: None,
             release: true,
             ptx_isa: None,
+            build_args: Vec::new(),
         }
     }
 
-    /// The architecture to build for (default [`NvvmArch::Compute80`]). PTX built for one
-    /// architecture also loads on later ones.
+    /// The architecture to build for (default [`NvvmArch::Compute61`], as Rust-CUDA's). PTX
+    /// built for one architecture also loads on later ones.
     pub fn arch(mut self, arch: NvvmArch) -> Self {
         self.arch = arch;
         self
@@ -173,58 +128,72 @@ impl CudaBuilder {
         self
     }
 
-    /// The PTX ISA version to emit (default 8.0, which CUDA 12 and later drivers load).
+    /// Additional arguments for the nested `cargo` (`&["--features", "optix"]`).
+    pub fn build_args(mut self, args: &[impl AsRef<str>]) -> Self {
+        (self.build_args).extend(args.iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// The PTX ISA version to emit (default: 8.0, or the first version that knows the
+    /// architecture, for sm_100 and later).
     pub fn ptx_isa(mut self, version: &str) -> Self {
         self.ptx_isa = Some(version.to_string());
         self
     }
 
-    /// Builds the PTX into `OUT_DIR/<crate>.ptx`, copies it where [`CudaBuilder::copy_to`]
-    /// said, and sets `KERNEL_PTX_PATH` for the crate being built. When rustc runs the
-    /// build script as the device linker, this links and exits instead.
-    pub fn build(self) -> Result<(), CudaBuilderError> {
-        if link::in_link_mode() {
-            std::process::exit(link::link_from_args());
-        }
-        if env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|a| a == "nvptx64") {
-            return Ok(());
-        }
-        let out_dir =
-            PathBuf::from(env::var_os("OUT_DIR").ok_or(CudaBuilderError::NotInBuildScript)?);
+    /// Builds the PTX and returns its path: the [`CudaBuilder::copy_to`] path when there
+    /// is one, as Rust-CUDA's builder does. In a build script it also copies the PTX to
+    /// `OUT_DIR/<crate>.ptx`, sets `KERNEL_PTX_PATH` to that file for the crate being built,
+    /// and tells cargo to rerun when the kernel crate changes.
+    pub fn build(self) -> Result<PathBuf, CudaBuilderError> {
         let builder = self.kernel_builder()?;
-        builder.rerun_if_changed()?;
+        let in_build_script = lookahead_builder::in_build_script();
+        if in_build_script {
+            builder.rerun_if_changed()?;
+        }
         let built = builder.build()?;
         let ptx = &built[0].path;
-        let dest = out_dir.join(ptx.file_name().expect("the builder names PTX files"));
-        copy(ptx, &dest)?;
-        println!("cargo:rustc-env=KERNEL_PTX_PATH={}", dest.display());
-        if let Some(path) = &self.copy_to {
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                fs::create_dir_all(parent).map_err(|source| CudaBuilderError::Copy {
-                    path: path.clone(),
-                    source,
-                })?;
-            }
-            copy(ptx, path)?;
+        let out_dir = env::var_os("OUT_DIR").filter(|_| in_build_script);
+        if let Some(out_dir) = out_dir.map(PathBuf::from) {
+            let dest = out_dir.join(ptx.file_name().expect("the builder names PTX files"));
+            copy(ptx, &dest)?;
+            println!("cargo:rustc-env=KERNEL_PTX_PATH={}", dest.display());
         }
-        Ok(())
+        let Some(path) = &self.copy_to else {
+            return Ok(ptx.clone());
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).map_err(|source| CudaBuilderError::Copy {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        copy(ptx, path)?;
+        Ok(path.clone())
     }
 
     /// The `lookahead-builder` configuration for this crate.
     pub fn kernel_builder(&self) -> Result<KernelBuilder, CudaBuilderError> {
         let arch: Arch = self.arch.target_cpu().parse()?;
+        let isa = (self.ptx_isa.as_deref()).unwrap_or_else(|| min_ptx_isa(self.arch));
         let mut builder = KernelBuilder::new(&self.path_to_crate)
             .archs([arch])
+            .ptx_isa(isa)
             .require_no_std(false)
             .with_alloc(true)
-            .cuda_arch_env(true);
+            .cuda_arch_env(true)
+            .build_dir(BUILD_DIR);
         for name in DRIVER_FUNCTIONS {
             builder = builder.allow_extern(name);
         }
-        if let Some(isa) = &self.ptx_isa {
-            builder = builder.ptx_isa(isa);
+        for attr in ALL_CRATE_ATTRS {
+            builder = builder.rustflag(&format!("-Zcrate-attr={attr}"));
         }
-        let root = crate_root(&self.path_to_crate);
+        builder = builder.arch_rustflags(arch::target_feature_flags);
+        for arg in &self.build_args {
+            builder = builder.cargo_arg(arg);
+        }
+        let root = builder.lib_root()?;
         let text = fs::read_to_string(&root).map_err(|source| CudaBuilderError::ReadRoot {
             path: root.clone(),
             source,
@@ -232,17 +201,24 @@ impl CudaBuilder {
         for attr in missing_crate_attrs(&text) {
             builder = builder.crate_attr(attr);
         }
+        warn_about_nvvm_attributes(root.parent().unwrap_or(&root));
         Ok(builder)
     }
 }
 
-/// `src/lib.rs` of the crate (kernel crates for Rust-CUDA keep the default layout).
-fn crate_root(crate_dir: &Path) -> PathBuf {
-    crate_dir.join("src").join("lib.rs")
+/// The PTX ISA version for `arch` when none is asked for: 8.0, or the first version that
+/// knows the architecture.
+fn min_ptx_isa(arch: NvvmArch) -> &'static str {
+    match arch.capability() {
+        ..=90 => "8.0",
+        100 | 101 => "8.6",
+        120 => "8.7",
+        _ => "8.8",
+    }
 }
 
 /// What the device build must add to a crate root written for Rust-CUDA's codegen, which
-/// neither enables the `gpu-kernel` ABI nor always says `no_std`.
+/// does not enable the `gpu-kernel` ABI (every crate gets `no_std` already).
 fn missing_crate_attrs(root: &str) -> Vec<&'static str> {
     let code: String = root
         .lines()
@@ -252,10 +228,48 @@ fn missing_crate_attrs(root: &str) -> Vec<&'static str> {
     if !code.contains("abi_gpu_kernel") {
         attrs.push("feature(abi_gpu_kernel)");
     }
-    if !code.contains("no_std") {
-        attrs.push("no_std");
-    }
     attrs
+}
+
+/// `nvvm_internal::...` attributes tell Rust-CUDA's codegen something (an address space, a
+/// kernel); rustc accepts them, registered as a tool, and ignores them. Each one in the
+/// kernel crate's sources (the folder of its root) is a warning, so a different result is
+/// never silent.
+fn warn_about_nvvm_attributes(src_dir: &Path) {
+    let mut todo = vec![src_dir.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(dir) = todo.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if let Some(at) = code.find("nvvm_internal::") {
+                let attr: String = (code[at..].chars())
+                    .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | ':' | '(' | ')'))
+                    .collect();
+                let message = format!(
+                    "{}:{}: `{attr}` is an attribute of Rust-CUDA's codegen, which rustc ignores here",
+                    file.display(),
+                    n + 1
+                );
+                if lookahead_builder::in_build_script() {
+                    println!("cargo:warning={message}");
+                } else {
+                    eprintln!("warning: {message}");
+                }
+            }
+        }
+    }
 }
 
 fn copy(from: &Path, to: &Path) -> Result<(), CudaBuilderError> {
@@ -274,20 +288,17 @@ mod tests {
     fn adds_only_what_the_root_lacks() {
         assert_eq!(
             missing_crate_attrs("use cuda_std::prelude::*;\n"),
-            ["feature(abi_gpu_kernel)", "no_std"]
-        );
-        assert_eq!(
-            missing_crate_attrs("#![cfg_attr(target_os = \"cuda\", no_std)]\n"),
             ["feature(abi_gpu_kernel)"]
         );
         assert!(missing_crate_attrs("#![no_std]\n#![feature(abi_gpu_kernel)]\n").is_empty());
         // A comment is not an attribute.
-        assert_eq!(missing_crate_attrs("// no_std\n").len(), 2);
+        assert_eq!(missing_crate_attrs("// feature(abi_gpu_kernel)\n").len(), 1);
     }
 
     #[test]
-    fn arch_names_match_ptx() {
-        assert_eq!(NvvmArch::Compute90.target_cpu(), "sm_90");
-        assert_eq!(NvvmArch::default(), NvvmArch::Compute80);
+    fn new_architectures_get_a_ptx_isa_that_knows_them() {
+        assert_eq!(min_ptx_isa(NvvmArch::Compute90), "8.0");
+        assert_eq!(min_ptx_isa(NvvmArch::Compute120), "8.7");
+        assert_eq!(min_ptx_isa(NvvmArch::Compute121), "8.8");
     }
 }

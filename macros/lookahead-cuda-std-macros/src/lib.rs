@@ -178,6 +178,13 @@ fn expand_kernel(item: Tokens) -> syn::Result<Tokens> {
                 };
             }
         });
+    // The kernel's lint attributes (`#[allow(improper_ctypes_definitions)]`) are about its
+    // signature, which the entry carries.
+    let lints = (f.attrs.iter()).filter(|a| {
+        ["allow", "warn", "deny", "forbid", "expect"]
+            .iter()
+            .any(|lint| a.path().is_ident(lint))
+    });
     Ok(quote! {
         #[inline(always)]
         #[allow(clippy::missing_safety_doc)]
@@ -186,6 +193,7 @@ fn expand_kernel(item: Tokens) -> syn::Result<Tokens> {
         #(#checks)*
 
         #[cfg(target_arch = "nvptx64")]
+        #(#lints)*
         #[export_name = #export]
         #[allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
         pub unsafe extern "gpu-kernel" fn #entry(#(#params),*) {

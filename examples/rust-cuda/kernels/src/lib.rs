@@ -9,7 +9,14 @@
 //! | `gemm_tile(a, b, c, dims)` | `C = A·B` (row-major) through 16x16 shared tiles | `shared_array!` twice, a `#[repr(C)]` parameter |
 //! | `heap_sum(n, out)` | `*out = 0 + 1 + … + (n-1)` in a `Vec`, and one `println!` | `Vec` on the device heap, `vprintf` |
 //! | `api_check(words, wide, floats)` | each of `atomic::mid`'s operations at each scope, float atomics, votes, shuffles, barrier counts, address spaces | the rest of the API, checked by the host |
+//!
+//! [`current_api`] has the kernels on the API of Rust-CUDA's current `cuda_std` (glam,
+//! `FloatExt`, wide shuffles, `compute_XX` cfgs, ...).
 #![cfg_attr(target_os = "cuda", no_std)]
+
+pub mod current_api;
+
+pub use cuda_std::glam;
 
 use core::sync::atomic::Ordering;
 use cuda_std::atomic::AtomicF32;
@@ -116,8 +123,15 @@ pub unsafe fn reduce_sum(input: &[f32], out: *mut f32) {
     }
 }
 
+// rustc warns that a struct passed to a "gpu-kernel" function may be passed unexpectedly;
+// a `#[repr(C)]` struct of `u32`s is one `.param .align 4 .b8 [12]`, as CUDA C passes it, and
+// the GPU run checks the product.
 #[kernel]
-#[allow(improper_ctypes_definitions, clippy::missing_safety_doc)]
+#[allow(
+    improper_ctypes_definitions,
+    improper_gpu_kernel_arg,
+    clippy::missing_safety_doc
+)]
 pub unsafe fn gemm_tile(a: &[f32], b: &[f32], c: *mut f32, dims: GemmDims) {
     let a_tile = shared_array![f32; 16 * 16];
     let b_tile = shared_array![f32; 16 * 16];
