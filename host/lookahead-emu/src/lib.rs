@@ -56,6 +56,7 @@
 //! `launch_variant(Variant::Plain, ..)` runs the other one.
 
 mod block;
+mod copies;
 mod error;
 mod grid;
 pub mod hooks;
@@ -66,7 +67,8 @@ mod trace;
 mod warp;
 mod watchdog;
 
-pub use error::{EmuError, ThreadSet};
+pub use copies::Landing;
+pub use error::{AsyncMisuse, EmuError, ThreadSet};
 pub use grid::{Emulator, DEFAULT_STACK_SIZE, DEFAULT_WATCHDOG};
 pub use trace::{Instruction, PrefetchRecord};
 pub use warp::{ShuffleMode, WarpOp};

@@ -23,6 +23,8 @@ use lookahead_device::memory;
 use lookahead_device::prelude::*;
 use lookahead_device::uvm::requests::RequestQueue;
 
+pub mod pipeline;
+
 /// Kernel names, as the PTX tests expect them on every architecture.
 pub const KERNELS: &[&str] = &[
     "pf_range_l1",
