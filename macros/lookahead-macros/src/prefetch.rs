@@ -441,6 +441,13 @@ impl VisitMut for Rewriter {
                 ));
                 return;
             }
+            if crate::pipeline::is_pipeline(&attr) {
+                match crate::pipeline::rewrite(f, &attr, attr.span()) {
+                    Ok(new) => *e = new,
+                    Err(err) => self.errors.push(err),
+                }
+                return;
+            }
             let o = match parse_options(&attr) {
                 Ok(o) => o,
                 Err(err) => {
@@ -505,7 +512,7 @@ fn expr_attrs(e: &Expr) -> Option<&Vec<Attribute>> {
     })
 }
 
-fn strip(e: &Expr) -> &Expr {
+pub(crate) fn strip(e: &Expr) -> &Expr {
     match e {
         Expr::Paren(p) => strip(&p.expr),
         Expr::Group(g) => strip(&g.expr),
@@ -630,7 +637,7 @@ struct Gen<'a> {
     j: Ident,
 }
 
-fn mixed(name: &str) -> Ident {
+pub(crate) fn mixed(name: &str) -> Ident {
     Ident::new(name, Span::mixed_site())
 }
 

@@ -1,0 +1,127 @@
+//! The pipelined loop: a pipeline of `stages` stages in shared memory, the first
+//! `stages - 1` iterations' targets issued before the loop, and in each iteration the wait
+//! for its stage, the refill with iteration `i + stages - 1`'s targets, the body's names
+//! bound to the staged copies, and the body.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Expr, ExprForLoop, Pat, RangeLimits};
+
+use super::parse::Options;
+use crate::prefetch::{mixed, strip};
+
+const FORMS: &str = "a pipelined loop counts the block's iterations: `for i in a..b`, `for i in a..=b` or `for i in (a..b).step_by(s)` (the same in every thread of the block: the pipeline's waits are block barriers), e.g. `for t in (block_idx_x() as usize..tiles).step_by(grid_dim_x() as usize)`";
+
+/// The loop's range (`a..b`, `a..=b`), and its step when `.step_by(s)`.
+fn range_of(e: &Expr) -> Option<(&syn::ExprRange, Option<&Expr>)> {
+    match strip(e) {
+        Expr::Range(r) => Some((r, None)),
+        Expr::MethodCall(mc) if mc.method == "step_by" && mc.args.len() == 1 => {
+            match strip(&mc.receiver) {
+                Expr::Range(r) => Some((r, Some(&mc.args[0]))),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+pub fn pipelined_loop(f: &ExprForLoop, o: &Options, attr_span: Span) -> syn::Result<Expr> {
+    let (r, step) = range_of(&f.expr).ok_or_else(|| syn::Error::new(f.expr.span(), FORMS))?;
+    let (Some(start), Some(end)) = (&r.start, &r.end) else {
+        return Err(syn::Error::new(r.span(), FORMS));
+    };
+    let var = match &*f.pat {
+        Pat::Ident(pi) if pi.subpat.is_none() => pi.ident.clone(),
+        other => return Err(syn::Error::new(other.span(), "a pipelined loop needs a plain loop variable (`for i in ...`): the targets are evaluated for later values of it")),
+    };
+    let pl = quote!(::lookahead_device::pipeline);
+    let (elem, len, stages) = (&o.elem, &o.len, o.stages);
+    let kind = format_ident!("{}", o.copy.kind());
+    let n = o.targets.len();
+    let stage_len = quote!({ #n * (#len) });
+    let (pipe, fill, k, i, c, st) = (
+        mixed("__lk_pipe"),
+        mixed("__lk_fill"),
+        mixed("__lk_k"),
+        mixed("__lk_i"),
+        mixed("__lk_c"),
+        mixed("__lk_stage"),
+    );
+    let (start_id, end_id, step_id, count) = (
+        mixed("__lk_start"),
+        mixed("__lk_end"),
+        mixed("__lk_step"),
+        mixed("__lk_count"),
+    );
+    let inclusive = matches!(r.limits, RangeLimits::Closed(_));
+    let range_expr = if inclusive {
+        quote!(#start_id..=#end_id)
+    } else {
+        quote!(#start_id..#end_id)
+    };
+    let (step_value, iter_expr) = match step {
+        Some(s) => (
+            quote!(#s),
+            quote!(::core::iter::Iterator::step_by(#range_expr, #step_id)),
+        ),
+        None => (quote!(1), range_expr.clone()),
+    };
+    let fills = o.targets.iter().enumerate().map(|(t, target)| {
+        let src = &target.source;
+        quote_spanned!(src.span()=> #pl::stage_in(#c, #t * (#len), #len, &(#src));)
+    });
+    let binds = o.targets.iter().enumerate().map(|(t, target)| {
+        let (name, src) = (&target.name, &target.source);
+        quote_spanned!(src.span()=> let #name: &[#elem] = #pl::staged(#st.data(), #t * (#len), #len, &(#src));)
+    });
+    let pipeline = quote_spanned! {attr_span=>
+        #pl::Pipeline::<#elem, #stage_len, #stages, #pl::#kind>::new(
+            ::lookahead_device::shared_array!([#elem; #n * (#len)]; #stages),
+            ::lookahead_device::shared_array!(u64; #stages),
+        )
+    };
+    let (label, pat, body, attrs) = (&f.label, &f.pat, &f.body, &f.attrs);
+    let prologue = prologue(&pipe, &fill, &k, &count, stages);
+    let copier = quote!(#pl::Copier<'_, #elem, #stage_len, #pl::#kind>);
+    Ok(syn::parse_quote_spanned! {f.span()=> {
+        let #start_id = #start;
+        let #end_id = #end;
+        let #step_id: usize = #step_value;
+        let #count: usize = #pl::range_count(#start_id as usize, #end_id as usize, #step_id, #inclusive);
+        let mut #pipe = #pipeline;
+        // What iteration number `k` reads, copied into the stage being issued.
+        let #fill = |#k: usize, #c: &mut #copier| {
+            let #var = ::lookahead_device::prefetch::index_like((#start_id as usize) + #k * #step_id, &#start_id);
+            #(#fills)*
+        };
+        #prologue
+        #(#attrs)*
+        #label for (#i, #pat) in ::core::iter::Iterator::enumerate(#iter_expr) {
+            let #st = #pipe.wait();
+            if #i + #stages - 1 < #count {
+                #st.refill(|#c| #fill(#i + #stages - 1, #c));
+            }
+            #(#binds)*
+            #body
+        }
+    }})
+}
+
+/// Issues the first `stages - 1` iterations (as many as there are).
+fn prologue(
+    pipe: &syn::Ident,
+    fill: &syn::Ident,
+    k: &syn::Ident,
+    count: &syn::Ident,
+    stages: usize,
+) -> TokenStream {
+    quote! {
+        let mut #k: usize = 0;
+        while #k + 1 < #stages && #k < #count {
+            #pipe.issue(|c| #fill(#k, c));
+            #k += 1;
+        }
+    }
+}
