@@ -244,17 +244,31 @@ fn outer(acc: &mut [[f32; 8]; 8], a: [f32; 8], b: [f32; 8]) {
     }
 }
 
-/// One staged k-tile into thread `(tx, ty)`'s 8 x 8 outputs: rows `ty * 4 + {0..4, 64..68}`
-/// of A's tile, columns `tx * 4 + {0..4, 64..68}` of B's.
+/// Row `k` of a staged k-tile into thread `(tx, ty)`'s 8 x 8 outputs: rows
+/// `ty * 4 + {0..4, 64..68}` of A's tile, columns `tx * 4 + {0..4, 64..68}` of B's.
 #[inline(always)]
-fn gemm_tile(acc: &mut [[f32; 8]; 8], a: &[F4], b: &[F4], (tx, ty): (usize, usize)) {
-    for k in 0..GEMM_K {
-        let (a0, a1) = (a[k * GEMM_Q + ty].0, a[k * GEMM_Q + ty + 16].0);
-        let (b0, b1) = (b[k * GEMM_Q + tx].0, b[k * GEMM_Q + tx + 16].0);
-        let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
-        let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
-        outer(acc, av, bv);
-    }
+fn gemm_row(acc: &mut [[f32; 8]; 8], a: &[F4], b: &[F4], k: usize, (tx, ty): (usize, usize)) {
+    let (a0, a1) = (a[k * GEMM_Q + ty].0, a[k * GEMM_Q + ty + 16].0);
+    let (b0, b1) = (b[k * GEMM_Q + tx].0, b[k * GEMM_Q + tx + 16].0);
+    let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
+    let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
+    outer(acc, av, bv);
+}
+
+/// One staged k-tile, its 8 rows written out (LLVM does not unroll a loop of 512 inline
+/// `fma`s; the CUDA twin's `#pragma unroll` does), so the shared-memory loads of later rows
+/// can be issued ahead of the FMAs of earlier ones.
+#[inline(always)]
+fn gemm_tile(acc: &mut [[f32; 8]; 8], a: &[F4], b: &[F4], txy: (usize, usize)) {
+    const _: () = assert!(GEMM_K == 8, "gemm_tile writes out 8 rows");
+    gemm_row(acc, a, b, 0, txy);
+    gemm_row(acc, a, b, 1, txy);
+    gemm_row(acc, a, b, 2, txy);
+    gemm_row(acc, a, b, 3, txy);
+    gemm_row(acc, a, b, 4, txy);
+    gemm_row(acc, a, b, 5, txy);
+    gemm_row(acc, a, b, 6, txy);
+    gemm_row(acc, a, b, 7, txy);
 }
 
 /// Thread `(tx, ty)`'s outputs into `c` (`n4` F4s per row) for the block at F4 column `bn`
@@ -288,8 +302,8 @@ macro_rules! gemm_entry {
             let txy = (t % 16, t / 16);
             let mut acc = [[0.0f32; 8]; 8];
             #[prefetch_next(into = shared([F4; GEMM_K * GEMM_Q]), stages = $s, copy = $copy,
-                        of(a_tile = at.rows(kt * GEMM_K * m4 + bm, GEMM_Q, GEMM_K, m4),
-                           b_tile = b.rows(kt * GEMM_K * n4 + bn, GEMM_Q, GEMM_K, n4)))]
+                                of(a_tile = at.rows(kt * GEMM_K * m4 + bm, GEMM_Q, GEMM_K, m4),
+                                   b_tile = b.rows(kt * GEMM_K * n4 + bn, GEMM_Q, GEMM_K, n4)))]
             for kt in 0..dims.k as usize / GEMM_K {
                 gemm_tile(&mut acc, a_tile, b_tile, txy);
             }

@@ -6,6 +6,8 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, Expr, Ident, Lit, Meta, Token, Type};
 
+use crate::prefetch::strip;
+
 /// How the stages are copied (`lookahead_device::pipeline`'s copy kinds).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Copy {
@@ -50,6 +52,7 @@ const MAX_STAGES: u64 = 8;
 
 /// `shared([T; N])`: the element type and the length.
 fn into(value: &Expr) -> syn::Result<(Type, Expr)> {
+    let value = strip(value);
     let err = || {
         syn::Error::new(
             value.span(),
@@ -72,6 +75,8 @@ fn into(value: &Expr) -> syn::Result<(Type, Expr)> {
 
 /// `stages = S`: an integer literal from 2 to [`MAX_STAGES`].
 fn stages(value: &Expr) -> syn::Result<usize> {
+    // A literal passed through `macro_rules!` arrives wrapped in an invisible group.
+    let value = strip(value);
     let err = |why: &str| {
         syn::Error::new(
             value.span(),
@@ -91,6 +96,7 @@ fn stages(value: &Expr) -> syn::Result<usize> {
 }
 
 fn copy(value: &Expr) -> syn::Result<Copy> {
+    let value = strip(value);
     let id = match value {
         Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
         _ => None,
