@@ -21,14 +21,14 @@ pub struct Reduce {
 }
 
 /// The sum and the sum of magnitudes (the scale of the rounding error), in f64.
-fn reference(x: &[f32]) -> (f64, f64) {
+pub(crate) fn reference(x: &[f32]) -> (f64, f64) {
     let sum = x.iter().map(|&v| v as f64).sum();
     let abs_sum = x.iter().map(|&v| (v as f64).abs()).sum();
     (sum, abs_sum)
 }
 
 /// Passes when `got` is within 1e-5 of `sum|x|` of the reference sum.
-fn check_sum(got: f64, want: f64, abs_sum: f64) -> (bool, String) {
+pub(crate) fn check_sum(got: f64, want: f64, abs_sum: f64) -> (bool, String) {
     let rel = (got - want).abs() / abs_sum;
     (
         got.is_finite() && rel < 1e-5,

@@ -4,6 +4,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 use rand::rngs::StdRng;
 
 use super::{blocks, PipeBench};
+use crate::bench::reduce::{check_sum, reference};
 use crate::bench::{addr, launch_slices, rand_f32, scaled, Bench, Env};
 use crate::Res;
 
@@ -13,23 +14,6 @@ pub struct PipeReduce {
     want: f64,
     abs_sum: f64,
     cfg: LaunchConfig,
-}
-
-/// The sum and the sum of magnitudes, in f64.
-pub fn reference(x: &[f32]) -> (f64, f64) {
-    let sum = x.iter().map(|&v| v as f64).sum();
-    let abs_sum = x.iter().map(|&v| (v as f64).abs()).sum();
-    (sum, abs_sum)
-}
-
-/// Passes when `got` is within 1e-5 of `sum|x|` of the reference sum (f32 sums in any
-/// order of up to 2^28 terms stay far inside it).
-pub fn check_sum(got: f64, want: f64, abs_sum: f64) -> (bool, String) {
-    let rel = (got - want).abs() / abs_sum;
-    (
-        got.is_finite() && rel < 1e-5,
-        format!("sum {got:.3} vs {want:.3}, err/sum|x| {rel:.1e}"),
-    )
 }
 
 impl PipeReduce {
