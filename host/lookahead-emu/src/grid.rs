@@ -163,6 +163,9 @@ impl Emulator {
     /// hang is an `Err`; a panicking kernel thread panics here with the kernel, block and
     /// thread named. `#[kernel]` launchers call this; `entry` reads its coordinates through
     /// the `lookahead_device` intrinsics.
+    // The report is large (a deadlock lists who waits at each kind of barrier); launches
+    // return it once, and `lookahead::Error::Emulator` boxes it.
+    #[allow(clippy::result_large_err)]
     pub fn run(
         &self,
         kernel: &'static str,
@@ -252,6 +255,7 @@ impl Emulator {
     }
 
     /// The launch's result from its blocks' outcomes, in block order; keeps the trace.
+    #[allow(clippy::result_large_err)]
     fn collect(&self, mut outcomes: Vec<Outcome>) -> Result<(), EmuError> {
         outcomes.sort_by_key(|(b, _)| *b);
         let mut records = Vec::new();
