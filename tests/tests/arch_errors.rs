@@ -1,5 +1,6 @@
-//! Architecture compile errors, checked by building for the GPU: asking for a prefetch
-//! instruction the target architecture lacks must fail to compile with a message that names
+//! Architecture compile errors, checked by building for the GPU: asking for a prefetch or
+//! asynchronous-copy instruction (or a pipeline made of them) the target architecture lacks
+//! must fail to compile with a message that names
 //! the architecture needed (and, where there is one, the portable alternative), the same
 //! source must build from that architecture on with the instruction in its PTX, and the
 //! `portable` forms must build everywhere, falling back to `prefetch.global.L2`.
@@ -50,7 +51,7 @@ struct Needs {
     in_loop: bool,
 }
 
-static NEEDS: [Needs; 8] = [
+static NEEDS: [Needs; 12] = [
     Needs {
         dir: "loop-bulk",
         kernel: "loop_bulk",
@@ -126,6 +127,50 @@ static NEEDS: [Needs; 8] = [
         suggests: Some("use prefetch_l2 on older GPUs"),
         points_at: None,
         instruction: "prefetch.global.L2::evict_normal [",
+        in_loop: false,
+    },
+    Needs {
+        dir: "pipeline-bulk",
+        kernel: "pipeline_bulk",
+        too_old: Arch::SM_80,
+        first: Arch::SM_90,
+        message: "a Pipeline with copy = Bulk (cp.async.bulk) needs sm_90 (Hopper) or newer",
+        suggests: Some("use copy = BulkPortable"),
+        points_at: None,
+        instruction: "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [",
+        in_loop: true,
+    },
+    Needs {
+        dir: "pipeline-cp-async",
+        kernel: "pipeline_cp_async",
+        too_old: Arch::SM_70,
+        first: Arch::SM_80,
+        message: "a Pipeline with copy = CpAsync (cp.async) needs sm_80 (Ampere) or newer",
+        suggests: Some("load tiles through registers"),
+        points_at: None,
+        instruction: "cp.async.cg.shared.global [",
+        in_loop: true,
+    },
+    Needs {
+        dir: "cp-async",
+        kernel: "call_copy_cg",
+        too_old: Arch::SM_70,
+        first: Arch::SM_80,
+        message: "copy_cg (cp.async.cg.shared.global) needs sm_80 (Ampere) or newer",
+        suggests: Some("load and store through registers"),
+        points_at: None,
+        instruction: "cp.async.cg.shared.global [",
+        in_loop: false,
+    },
+    Needs {
+        dir: "mbarrier-expect-tx",
+        kernel: "call_arrive_expect_tx",
+        too_old: Arch::SM_80,
+        first: Arch::SM_90,
+        message: "MBarrier::arrive_expect_tx (mbarrier.arrive.expect_tx) needs sm_90 (Hopper) or newer",
+        suggests: Some("cp_async::wait_group"),
+        points_at: None,
+        instruction: "mbarrier.arrive.expect_tx.shared::cta.b64 ",
         in_loop: false,
     },
     Needs {

@@ -358,14 +358,17 @@ fn indices_atomics_warp_sync_and_shared_memory() {
         ] {
             assert!(b.contains(insn), "sm_{cc}: {insn}");
         }
-        let text = module(cc);
-        assert_eq!(
-            text.matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
-                .count(),
-            6, // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's,
-            // warp_synced_neighbour's and kind_prefetch_forms'
-            "sm_{cc}"
-        );
+        let arrays = (module(cc))
+            .matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
+            .count();
+        // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's and
+        // warp_synced_neighbour's and kind_prefetch_forms'; from sm_80 on also the pipeline kernels' stages and
+        // mbarriers (`ptx_pipeline.rs`), which sm_70 does not have.
+        if cc == 70 {
+            assert_eq!(arrays, 6, "sm_{cc}");
+        } else {
+            assert!(arrays > 6, "sm_{cc}: {arrays}");
+        }
         let b = body(cc, "intr_shared");
         assert!(b.contains("cvta.shared.u64"), "sm_{cc}");
         assert!(b.contains("bar.sync"), "sm_{cc}");

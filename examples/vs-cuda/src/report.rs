@@ -104,7 +104,7 @@ pub struct Meta {
 
 impl Meta {
     /// The device, as the header describes it.
-    fn device(&self) -> String {
+    pub(crate) fn device(&self) -> String {
         self.header
             .device
             .as_ref()
@@ -112,7 +112,7 @@ impl Meta {
     }
 
     /// The driver, as the header describes it.
-    fn driver(&self) -> String {
+    pub(crate) fn driver(&self) -> String {
         self.header
             .device
             .as_ref()

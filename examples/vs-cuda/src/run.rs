@@ -23,7 +23,11 @@ pub struct Reps {
 }
 
 /// Checks one launch of each language on fresh (poisoned) outputs.
-fn check_pair(env: &mut Env, b: &mut dyn Bench, launch: &mut LaunchFn) -> Res<(bool, [String; 2])> {
+pub(crate) fn check_pair(
+    env: &mut Env,
+    b: &mut dyn Bench,
+    launch: &mut LaunchFn,
+) -> Res<(bool, [String; 2])> {
     let mut check = [String::new(), String::new()];
     let mut ok = true;
     for (k, c) in check.iter_mut().enumerate() {
@@ -43,7 +47,7 @@ fn new_event(ctx: &Arc<CudaContext>) -> Res<CudaEvent> {
 
 /// Warm-up, then `reps.timed` event-timed launches of each language, alternating which goes
 /// first; the milliseconds of each language's launches.
-fn time_pair(
+pub(crate) fn time_pair(
     env: &mut Env,
     b: &mut dyn Bench,
     reps: Reps,

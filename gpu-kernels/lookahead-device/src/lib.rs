@@ -36,6 +36,37 @@ macro_rules! gpu_or_host {
     }};
 }
 
+/// A compile error with `$msg` when the crate is compiled for a GPU architecture without
+/// `$feature` (an `sm_XX` target feature), raised where the calling function is compiled for
+/// that architecture (so an instruction the GPU lacks never reaches `ptxas`). The check is a
+/// generic function's constant: evaluated only when a kernel that uses the caller is
+/// compiled, not when this crate is.
+macro_rules! needs_arch {
+    ($feature:literal, $msg:literal) => {
+        #[cfg(all(target_arch = "nvptx64", not(target_feature = $feature)))]
+        {
+            struct Needs;
+            impl crate::ArchMessage for Needs {
+                const MSG: &'static str = $msg;
+            }
+            crate::arch_error::<Needs>();
+        }
+    };
+}
+
+/// The message of a [`needs_arch!`] error.
+#[cfg(target_arch = "nvptx64")]
+trait ArchMessage {
+    const MSG: &'static str;
+}
+
+/// A compile error with `M::MSG`, when instantiated.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn arch_error<M: ArchMessage>() {
+    const { panic!("{}", M::MSG) }
+}
+
 pub mod atomic;
 pub mod cache;
 pub mod index;
@@ -44,6 +75,7 @@ pub mod memory;
 #[cfg(target_arch = "nvptx64")]
 mod panic;
 pub mod param;
+pub mod pipeline;
 pub mod prefetch;
 pub mod shared;
 pub mod std_is_not_available_in_kernels;
@@ -83,6 +115,7 @@ pub mod prelude {
     };
     pub use crate::index::*;
     pub use crate::math::GpuFloat;
+    pub use crate::pipeline::StageRows;
     pub use crate::prefetch;
     pub use crate::prefetch::PrefetchPart;
     pub use crate::shared_array;

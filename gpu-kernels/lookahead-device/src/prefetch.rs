@@ -32,13 +32,6 @@ use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut, Me
 /// Bytes per cache line, the step of per-line prefetch loops.
 pub const LINE_BYTES: usize = 128;
 
-macro_rules! needs_arch {
-    ($feature:literal, $msg:literal) => {
-        #[cfg(all(target_arch = "nvptx64", not(target_feature = $feature)))]
-        const { panic!($msg) }
-    };
-}
-
 // The prefetch `asm!` blocks are not marked `readonly`: with it LLVM may schedule the loop's
 // own loads above the prefetch (both only read), so the hint is issued after the data it should
 // overlap (measured 18% slower on `reduce_bulk_d4`, see docs/rust-vs-cuda.md). Without it the

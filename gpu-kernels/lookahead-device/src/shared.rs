@@ -146,6 +146,7 @@ macro_rules! __shared_generic_ptr {
             $site,
             ::core::mem::size_of::<[$ty; $len]>(),
             ::core::mem::align_of::<$ty>(),
+            ::core::mem::size_of::<$ty>(),
         ) as u64;
         p
     }};

@@ -11,6 +11,7 @@ use std::time::Instant;
 use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
+use crate::copies::{AsyncCopies, AsyncReport};
 use crate::error::{EmuError, ThreadSet};
 use crate::hooks::{GlobalRaceReport, HangReport};
 use crate::shared::{SharedMemory, SharedReport};
@@ -55,6 +56,7 @@ enum State {
     Runnable,
     AtBarrier,
     AtWarp,
+    AtMBarrier,
     Exited,
 }
 
@@ -78,6 +80,12 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 
 type Thread = Coroutine<(), Suspend, (), DefaultStack>;
 
+/// The block's linear index in its grid (seeds its early landings of asynchronous copies).
+fn block_serial(idx: [u32; 3], launch: &LaunchCtx) -> u64 {
+    let g = launch.grid_dim;
+    idx[0] as u64 + g[0] as u64 * (idx[1] as u64 + g[1] as u64 * idx[2] as u64)
+}
+
 /// Runs block `block_idx` of `launch`; returns its prefetch records.
 pub(crate) fn run_block(
     launch: &LaunchCtx,
@@ -95,6 +103,11 @@ pub(crate) fn run_block(
         epoch: Cell::new(1),
         warp_syncs: RefCell::new(vec![0; n.div_ceil(32) as usize]),
         shared: RefCell::new(SharedMemory::default()),
+        copies: RefCell::new(AsyncCopies::new(
+            n,
+            launch.landing,
+            block_serial(block_idx, launch),
+        )),
         trace: RefCell::new(Vec::new()),
         serial: SERIAL.fetch_add(1, Ordering::Relaxed),
         events: Cell::new(0),
@@ -112,6 +125,7 @@ pub(crate) fn run_block(
             iteration: Cell::new(None),
             barrier_site: Cell::new(None),
             spins: Cell::new(0),
+            mbarrier_wait: Cell::new(None),
         })
         .collect();
     let mut limits = Vec::with_capacity(threads.len());
@@ -173,19 +187,46 @@ impl Scheduler<'_, '_> {
                 return self.check_uninitialised(block);
             }
             let (progressed, stuck_warp) = self.exchange_warps();
-            if progressed || self.state.contains(&State::Runnable) {
+            let woke = self.wake_mbarrier_waiters(block)?;
+            if progressed || woke || self.state.contains(&State::Runnable) {
                 continue;
             }
             if stuck_warp.is_none() && self.state.iter().all(|&s| s == State::AtBarrier) {
                 self.check_barrier_sites()?;
                 self.check_uninitialised(block)?;
+                block.copies.borrow_mut().barrier_passed();
                 block.epoch.set(block.epoch.get() + 1);
                 self.state.fill(State::Runnable);
                 self.progressed(block);
                 continue;
             }
-            return Err(self.deadlock(stuck_warp));
+            return Err(self.deadlock(stuck_warp, block));
         }
+    }
+
+    /// Threads waiting for an mbarrier phase that is now complete can run again.
+    fn wake_mbarrier_waiters(&mut self, block: &BlockCtx<'_>) -> Result<bool, Failure> {
+        let mut woke = false;
+        for i in 0..self.state.len() {
+            if self.state[i] != State::AtMBarrier {
+                continue;
+            }
+            let (addr, parity) = (self.threads[i].mbarrier_wait.get())
+                .expect("a thread waiting on an mbarrier recorded which");
+            let ready = block.copies.borrow_mut().ready(addr, parity);
+            match ready {
+                Ok(true) => {
+                    self.state[i] = State::Runnable;
+                    woke = true;
+                }
+                Ok(false) => {}
+                Err(r) => return Err(Failure::Error(Box::new(self.async_error(i as u32, r)))),
+            }
+        }
+        if woke {
+            self.progressed(block);
+        }
+        Ok(woke)
     }
 
     /// Something happened in the block (a thread returned, a barrier or a warp operation
@@ -263,6 +304,7 @@ impl Scheduler<'_, '_> {
                 Ok(CoroutineResult::Yield(Suspend::Barrier)) => self.state[i] = State::AtBarrier,
                 Ok(CoroutineResult::Yield(Suspend::Warp)) => self.state[i] = State::AtWarp,
                 Ok(CoroutineResult::Yield(Suspend::Sleep)) => {}
+                Ok(CoroutineResult::Yield(Suspend::MBarrier)) => self.state[i] = State::AtMBarrier,
                 Err(payload) => {
                     self.cos[i] = None; // finished by unwinding
                     return Err(self.failure(i as u32, payload));
@@ -276,6 +318,10 @@ impl Scheduler<'_, '_> {
     fn failure(&self, i: u32, payload: Box<dyn std::any::Any + Send>) -> Failure {
         let payload = match payload.downcast::<SharedReport>() {
             Ok(r) => return Failure::Error(Box::new(self.shared_error(i, *r))),
+            Err(p) => p,
+        };
+        let payload = match payload.downcast::<AsyncReport>() {
+            Ok(r) => return Failure::Error(Box::new(self.async_error(i, *r))),
             Err(p) => p,
         };
         let payload = match payload.downcast::<GlobalRaceReport>() {
@@ -317,6 +363,16 @@ impl Scheduler<'_, '_> {
                 index: r.index,
                 thread: coords(r.reader, dim),
             },
+        }
+    }
+
+    fn async_error(&self, i: u32, r: AsyncReport) -> EmuError {
+        EmuError::AsyncCopy {
+            kernel: self.launch.kernel,
+            block: self.block_idx,
+            thread: coords(r.thread.unwrap_or(i), self.launch.block_dim),
+            misuse: r.misuse,
+            detail: r.detail,
         }
     }
 
@@ -422,15 +478,33 @@ impl Scheduler<'_, '_> {
     }
 
     /// Nothing can run: who waits where.
-    fn deadlock(&self, stuck_warp: Option<String>) -> Failure {
+    fn deadlock(&self, stuck_warp: Option<String>, block: &BlockCtx<'_>) -> Failure {
         let set = |want: State| {
             let n = self.state.len() as u32;
             ThreadSet((0..n).filter(|&i| self.state[i as usize] == want).collect())
         };
+        let at_mbarrier = set(State::AtMBarrier);
+        let waits: Vec<(u32, usize, u32)> = (at_mbarrier.0.iter())
+            .filter_map(|&i| {
+                let w = self.threads[i as usize].mbarrier_wait.get()?;
+                Some((i, w.0, w.1))
+            })
+            .collect();
+        let stuck_barrier = match block.copies.borrow().stuck(&waits) {
+            Ok(what) => what,
+            Err(r) => {
+                let i = r.thread.unwrap_or(waits[0].0);
+                return Failure::Error(Box::new(self.async_error(i, r)));
+            }
+        };
         let what = stuck_warp.unwrap_or_else(|| {
-            "some threads wait at sync_threads, which every thread of the block must reach, but \
-             the others exited"
-                .to_string()
+            if !waits.is_empty() {
+                stuck_barrier
+            } else {
+                "some threads wait at sync_threads, which every thread of the block must reach, \
+                 but the others exited"
+                    .to_string()
+            }
         });
         Failure::Error(Box::new(EmuError::Deadlock {
             kernel: self.launch.kernel,
@@ -438,6 +512,7 @@ impl Scheduler<'_, '_> {
             what,
             at_barrier: set(State::AtBarrier),
             at_warp: set(State::AtWarp),
+            at_mbarrier,
             exited: set(State::Exited),
         }))
     }

@@ -71,7 +71,8 @@ pub enum EmuError {
     /// reach: on a GPU the block would hang.
     #[error(
         "kernel `{kernel}` deadlocks in block {block:?}: {what}\n  waiting at sync_threads: \
-         {at_barrier}\n  waiting at a warp operation: {at_warp}\n  exited: {exited}"
+         {at_barrier}\n  waiting at a warp operation: {at_warp}\n  waiting on an mbarrier: \
+         {at_mbarrier}\n  exited: {exited}"
     )]
     Deadlock {
         /// The kernel.
@@ -84,6 +85,8 @@ pub enum EmuError {
         at_barrier: ThreadSet,
         /// Threads waiting at a warp shuffle or vote.
         at_warp: ThreadSet,
+        /// Threads waiting for an mbarrier's phase to complete.
+        at_mbarrier: ThreadSet,
         /// Threads that returned.
         exited: ThreadSet,
     },
@@ -170,6 +173,23 @@ pub enum EmuError {
         /// The thread that updated it before, in the same barrier interval.
         other: [u32; 3],
     },
+    /// An asynchronous copy into shared memory (`cp.async`, `cp.async.bulk`) or its
+    /// mbarrier used in a way that reads or writes the wrong data on a GPU.
+    #[error(
+        "kernel `{kernel}` misuses an asynchronous copy in block {block:?}, thread {thread:?}: {misuse}: {detail}"
+    )]
+    AsyncCopy {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// The thread whose operation revealed it.
+        thread: [u32; 3],
+        /// Which misuse.
+        misuse: AsyncMisuse,
+        /// The copy, the addresses and the fix, in words.
+        detail: String,
+    },
     /// No thread of a block returned, passed a barrier or a warp operation for the watchdog's
     /// time, while some kept running: a spin-wait for something that never happens, or a loop
     /// that does not end.
@@ -189,4 +209,30 @@ pub enum EmuError {
         /// Threads still runnable (spinning).
         running: ThreadSet,
     },
+}
+
+/// What an [`EmuError::AsyncCopy`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncMisuse {
+    /// Shared memory an asynchronous copy writes was read before the reading thread waited
+    /// for the copy (`cp.async.wait_group` of the issuing thread, or the mbarrier phase the
+    /// bulk copy completes on): on a GPU it reads old or partial data.
+    ReadBeforeWait,
+    /// Shared memory an asynchronous copy writes was written (by a store or another copy)
+    /// while the copy was in flight: on a GPU the two writes race.
+    WriteInFlight,
+    /// The bytes announced to an mbarrier (`expect_tx`) differ from the bytes the copies
+    /// completing on it delivered: on a GPU its phase completes early (fewer announced) or
+    /// never (more announced).
+    ByteCount,
+}
+
+impl fmt::Display for AsyncMisuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AsyncMisuse::ReadBeforeWait => "a read of a staged copy before its wait",
+            AsyncMisuse::WriteInFlight => "a write to shared memory whose copy is in flight",
+            AsyncMisuse::ByteCount => "a wrong expected byte count",
+        })
+    }
 }

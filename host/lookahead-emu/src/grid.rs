@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::block::{run_block, Failure, StackPool};
+use crate::copies::Landing;
 use crate::error::EmuError;
 use crate::thread::LaunchCtx;
 use crate::trace::PrefetchRecord;
@@ -36,6 +37,7 @@ struct Config {
     race_check: bool,
     trace_on: bool,
     watchdog: Duration,
+    landing: Landing,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -47,6 +49,7 @@ impl std::fmt::Debug for Emulator {
             .field("race_detection", &c.race_check)
             .field("prefetch_trace", &c.trace_on)
             .field("watchdog", &c.watchdog)
+            .field("async_copy_landing", &c.landing)
             .finish()
     }
 }
@@ -83,6 +86,7 @@ impl Emulator {
             race_check: true,
             trace_on: false,
             watchdog,
+            landing: Landing::AtWait,
         })
     }
 
@@ -136,6 +140,14 @@ impl Emulator {
         self.with(|c| c.watchdog = time)
     }
 
+    /// When the bytes of asynchronous copies (`cp.async`, bulk copies) land in shared
+    /// memory: at their wait ([`Landing::AtWait`], the default), or at a random point
+    /// between issue and wait ([`Landing::Early`], seeded), which shakes out kernels whose
+    /// results depend on the order (reading a stage is checked either way).
+    pub fn async_copy_landing(self, landing: Landing) -> Self {
+        self.with(|c| c.landing = landing)
+    }
+
     /// Host threads blocks run on.
     pub fn worker_count(&self) -> usize {
         self.inner.config.workers
@@ -152,6 +164,9 @@ impl Emulator {
     /// hang is an `Err`; a panicking kernel thread panics here with the kernel, block and
     /// thread named. `#[kernel]` launchers call this; `entry` reads its coordinates through
     /// the `lookahead_device` intrinsics.
+    // The report is large (a deadlock lists who waits at each kind of barrier); launches
+    // return it once, and `lookahead::Error::Emulator` boxes it.
+    #[allow(clippy::result_large_err)]
     pub fn run(
         &self,
         kernel: &'static str,
@@ -172,6 +187,7 @@ impl Emulator {
             block_dim,
             race_check: config.race_check,
             trace: config.trace_on,
+            landing: config.landing,
             abort: AtomicBool::new(false),
             watchdog: config.watchdog,
             progress: AtomicU64::new(0),
@@ -240,6 +256,7 @@ impl Emulator {
     }
 
     /// The launch's result from its blocks' outcomes, in block order; keeps the trace.
+    #[allow(clippy::result_large_err)]
     fn collect(&self, mut outcomes: Vec<Outcome>) -> Result<(), EmuError> {
         outcomes.sort_by_key(|(b, _)| *b);
         let mut records = Vec::new();

@@ -7,6 +7,8 @@ use crate::thread::{expect_current, suspend, with_current, Suspend};
 use crate::trace::{Instruction, PrefetchRecord};
 use crate::warp::WarpOp;
 
+pub use crate::copies::hooks::*;
+
 /// The coordinates of the calling emulated thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Coords {
@@ -197,15 +199,19 @@ pub fn sleep() {
 }
 
 /// The calling block's array for the `shared_array!` call site `symbol` (declared at
-/// `site`), `bytes` long and aligned to `align`.
+/// `site`), `bytes` long, aligned to `align`, of elements of `elem` bytes.
 pub fn shared_array(
     symbol: &'static str,
     site: &'static str,
     bytes: usize,
     align: usize,
+    elem: usize,
 ) -> *mut u8 {
     expect_current("shared_array!", |t| {
-        t.block.shared.borrow_mut().get(symbol, site, bytes, align)
+        t.block
+            .shared
+            .borrow_mut()
+            .get(symbol, site, bytes, align, elem)
     })
 }
 
@@ -235,17 +241,30 @@ pub fn shared_access(base: *const u8, len: usize, index: usize, write: bool) {
         if !t.block.launch.race_check {
             return Ok(());
         }
-        let when = crate::shared::When {
-            epoch: t.block.epoch.get(),
-            warp_sync: t.block.warp_syncs.borrow()[t.linear as usize / 32],
-        };
+        let mut copies = t.block.copies.borrow_mut();
+        if !copies.is_quiet() {
+            let shared = t.block.shared.borrow();
+            if let Some((start, end)) = shared.element_bytes(base, index) {
+                if let Err(r) = copies.access(t.linear, start, end, write) {
+                    std::panic::resume_unwind(Box::new(r) as Box<dyn std::any::Any + Send>);
+                }
+            }
+        }
         t.block
             .shared
             .borrow_mut()
-            .access(base, len, index, write, t.linear, when)
+            .access(base, len, index, write, t.linear, when(t))
     });
     if let Some(Err(r)) = race {
         std::panic::resume_unwind(Box::new(r) as Box<dyn std::any::Any + Send>);
+    }
+}
+
+/// When thread `t` accesses shared memory now, for the race detector.
+pub(crate) fn when(t: &crate::thread::ThreadCtx<'_>) -> crate::shared::When {
+    crate::shared::When {
+        epoch: t.block.epoch.get(),
+        warp_sync: t.block.warp_syncs.borrow()[t.linear as usize / 32],
     }
 }
 

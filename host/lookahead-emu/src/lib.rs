@@ -40,6 +40,12 @@
 //!   (`y[i] += v` in a kernel body) between the same barriers are an [`EmuError::GlobalRace`].
 //! * Threads waiting at `sync_threads` on different lines are an
 //!   [`EmuError::BarrierDivergence`].
+//! * Asynchronous copies into shared memory (`cp.async`, `cp.async.bulk`) land at their wait
+//!   or, with [`Emulator::async_copy_landing`], at a random earlier point; a read of their
+//!   destination before the wait, a write to it while in flight and an mbarrier phase whose
+//!   `expect_tx` bytes differ from the bytes delivered are an [`EmuError::AsyncCopy`]; a wait
+//!   on an mbarrier phase that misses an arrival is an [`EmuError::Deadlock`] listing the
+//!   threads waiting on it.
 //! * A block that spins without progress for [`Emulator::watchdog`]'s time is an
 //!   [`EmuError::Hang`]; a loop that calls nothing ends the process with a message, as does a
 //!   stack overflow, naming the kernel, block and thread.
@@ -56,6 +62,7 @@
 //! `launch_variant(Variant::Plain, ..)` runs the other one.
 
 mod block;
+mod copies;
 mod error;
 mod grid;
 pub mod hooks;
@@ -66,7 +73,8 @@ mod trace;
 mod warp;
 mod watchdog;
 
-pub use error::{EmuError, ThreadSet};
+pub use copies::Landing;
+pub use error::{AsyncMisuse, EmuError, ThreadSet};
 pub use grid::{Emulator, DEFAULT_STACK_SIZE, DEFAULT_WATCHDOG};
 pub use trace::{Instruction, PrefetchRecord};
 pub use warp::{ShuffleMode, WarpOp};

@@ -39,6 +39,9 @@ pub(crate) enum SharedReport {
 
 #[derive(Clone, Copy, Default)]
 struct Shadow {
+    /// Written by an asynchronous copy that completed on an mbarrier: initialised, with no
+    /// thread as its writer (its readers are ordered after it by their wait).
+    filled: bool,
     writer: u32, // linear thread + 1; 0 = none
     write_epoch: u64,
     /// The writer's warp's `warp::sync` count at the write.
@@ -73,7 +76,17 @@ struct Allocation {
     site: &'static str,
     ptr: *mut u8,
     layout: Layout,
+    /// Bytes per element (0 for zero-sized elements).
+    elem: usize,
     shadow: Vec<Shadow>,
+}
+
+impl Allocation {
+    /// Whether `[addr, addr + bytes)` lies inside this array.
+    fn holds(&self, addr: usize, bytes: usize) -> bool {
+        let start = self.ptr as usize;
+        addr >= start && addr + bytes <= start + self.layout.size()
+    }
 }
 
 impl Drop for Allocation {
@@ -100,6 +113,7 @@ impl SharedMemory {
         site: &'static str,
         bytes: usize,
         align: usize,
+        elem: usize,
     ) -> *mut u8 {
         if let Some(a) = self.allocations.iter().find(|a| a.symbol == symbol) {
             return a.ptr;
@@ -121,9 +135,91 @@ impl SharedMemory {
             site,
             ptr,
             layout,
+            elem,
             shadow: Vec::new(),
         });
         ptr
+    }
+
+    /// The byte range of element `index` of the array at `base`, or `None` when `base` is
+    /// not one of this block's `shared_array!`s.
+    pub fn element_bytes(&self, base: *const u8, index: usize) -> Option<(usize, usize)> {
+        let a = (self.allocations.iter()).find(|a| std::ptr::eq(a.ptr, base))?;
+        let start = a.ptr as usize + index * a.elem;
+        Some((start, start + a.elem))
+    }
+
+    /// Whether `[addr, addr + bytes)` lies inside one of this block's `shared_array!`s.
+    pub fn holds(&self, addr: usize, bytes: usize) -> bool {
+        self.allocations.iter().any(|a| a.holds(addr, bytes))
+    }
+
+    /// An asynchronous copy by thread `me` into `[addr, addr + bytes)` starts: it writes
+    /// the elements it covers whole, so a read or write of them by another thread in this
+    /// barrier interval is a race (the check of [`SharedMemory::access`]). Elements it covers
+    /// in part (a stage of a typed pipeline is one element, filled by many threads) are not
+    /// checked.
+    pub fn async_write_starts(
+        &mut self,
+        addr: usize,
+        bytes: usize,
+        me: u32,
+        now: When,
+    ) -> Result<(), SharedReport> {
+        let Some((base, len, whole, _)) = self.covered(addr, bytes) else {
+            return Ok(());
+        };
+        for index in whole {
+            self.access(base, len, index, true, me, now)?;
+        }
+        Ok(())
+    }
+
+    /// An asynchronous copy into `[addr, addr + bytes)` is complete for its readers: the
+    /// elements it covers are initialised, written by `writer` at `now` (a `cp.async`, which
+    /// other threads see after a barrier) or by no thread (a bulk copy, whose readers wait on
+    /// its mbarrier).
+    pub fn async_write_lands(&mut self, addr: usize, bytes: usize, writer: Option<u32>, now: When) {
+        let Some((base, len, whole, touched)) = self.covered(addr, bytes) else {
+            return;
+        };
+        for index in touched {
+            let Some((_, s)) = self.shadow(base, len, index) else {
+                continue;
+            };
+            s.filled = true;
+            match writer {
+                Some(w) if whole.contains(&index) => {
+                    s.writer = w + 1;
+                    s.write_epoch = now.epoch;
+                    s.write_sync = now.warp_sync;
+                }
+                _ => s.writer = 0,
+            }
+        }
+    }
+
+    /// The array holding `[addr, addr + bytes)`: its base, its length, the elements the
+    /// range covers whole and those it touches.
+    #[allow(clippy::type_complexity)]
+    fn covered(
+        &self,
+        addr: usize,
+        bytes: usize,
+    ) -> Option<(
+        *const u8,
+        usize,
+        std::ops::Range<usize>,
+        std::ops::Range<usize>,
+    )> {
+        let a = self.allocations.iter().find(|a| a.holds(addr, bytes))?;
+        if a.elem == 0 || bytes == 0 {
+            return None;
+        }
+        let (off, len) = (addr - a.ptr as usize, a.layout.size() / a.elem);
+        let whole = off.div_ceil(a.elem)..(off + bytes) / a.elem;
+        let touched = off / a.elem..(off + bytes).div_ceil(a.elem);
+        Some((a.ptr as *const u8, len, whole, touched))
     }
 
     /// Records that thread `me` (linear index) reads or writes element `index` of the
@@ -142,7 +238,7 @@ impl SharedMemory {
             return Ok(()); // not a shared_array! allocation of this block
         };
         let me1 = me + 1;
-        let never_written = !write && s.writer == 0;
+        let never_written = !write && s.writer == 0 && !s.filled;
         let race = |kind, other: u32| {
             SharedReport::Race(RaceReport {
                 site,
@@ -215,7 +311,7 @@ impl SharedMemory {
         let Some((site, s)) = self.shadow(base, len, index) else {
             return Ok(());
         };
-        if s.writer == 0 {
+        if s.writer == 0 && !s.filled {
             return Err(SharedReport::Uninit(UninitReport {
                 site,
                 index,

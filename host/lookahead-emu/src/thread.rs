@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use corosensei::Yielder;
 
+use crate::copies::AsyncCopies;
 use crate::shared::SharedMemory;
 use crate::trace::PrefetchRecord;
 use crate::warp::WarpOp;
@@ -22,6 +23,9 @@ pub(crate) enum Suspend {
     Warp,
     /// At `nanosleep`: runnable again at once, after the others had a turn.
     Sleep,
+    /// Waiting for an mbarrier phase (the barrier and parity are in
+    /// `ThreadCtx::mbarrier_wait`).
+    MBarrier,
 }
 
 /// What every block of a launch shares (read from several host threads).
@@ -31,6 +35,8 @@ pub(crate) struct LaunchCtx {
     pub block_dim: [u32; 3],
     pub race_check: bool,
     pub trace: bool,
+    /// When asynchronous copies land.
+    pub landing: crate::copies::Landing,
     /// Set when a block failed: the other workers stop taking blocks.
     pub abort: AtomicBool,
     /// How long a block may go without progress before it is reported as hanging.
@@ -54,6 +60,8 @@ pub(crate) struct BlockCtx<'l> {
     /// one warp's lanes to shared memory with one of these between them are ordered.
     pub warp_syncs: RefCell<Vec<u64>>,
     pub shared: RefCell<SharedMemory>,
+    /// Asynchronous copies in flight and mbarriers.
+    pub copies: RefCell<AsyncCopies>,
     pub trace: RefCell<Vec<PrefetchRecord>>,
     /// This run of the block, unique in the process (tags its global-memory updates).
     pub serial: u64,
@@ -79,6 +87,8 @@ pub(crate) struct ThreadCtx<'b> {
     pub barrier_site: Cell<Option<&'static Location<'static>>>,
     /// Spin-prone operations (ordered loads, atomics) since the thread last let others run.
     pub spins: Cell<u32>,
+    /// The mbarrier (address) and phase parity the thread waits for.
+    pub mbarrier_wait: Cell<Option<(usize, u32)>>,
 }
 
 thread_local! {

@@ -150,6 +150,18 @@ pub fn device_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// * Managed memory without `queue` gets `prefetch.global.L2` whatever the level: it does
 ///   not migrate Unified Memory pages on the H100 (only `queue` does).
 ///
+/// **Pipelines.** `#[prefetch_next(into = shared([T; N]), stages = S, copy = K, of(name =
+/// target, ..))]` on a range loop the whole block runs together (such as
+/// `for t in (block_idx_x() as usize..tiles).step_by(grid_dim_x() as usize)`) stages each
+/// target iteration `i` reads into shared memory before its body, `S - 1` iterations ahead,
+/// with asynchronous copies (`lookahead_device::pipeline`), and binds `name` to the staged
+/// copy (`&[T]`) in the body. A target is a slice (`&x[a..b]`), rows at a pitch
+/// (`x.rows(first, row_len, rows, pitch)`) or gathered rows (`x.gather_rows(&idx[a..b],
+/// row_len)`), evaluated for each iteration's value of the loop variable; each gets `N`
+/// elements of every stage. `stages`: 2 to 8 (default 3); `copy`: `cp_async` (default,
+/// sm_80), `bulk` (sm_90, 16-byte-aligned rows) or `bulk_portable`. The loop's waits are
+/// block barriers: every thread of the block must run the same iterations.
+///
 /// Used anywhere else (outside `#[kernel]`/`#[device_fn]`), it is a compile error.
 #[proc_macro_attribute]
 pub fn prefetch_next(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -31,6 +31,8 @@ pub use kinds::*;
 pub use prefetch::*;
 pub use user::*;
 
+pub mod pipeline;
+
 /// Kernel names, as the PTX tests expect them on every architecture.
 pub const KERNELS: &[&str] = &[
     "pf_range_l1",

@@ -14,6 +14,11 @@
 //! | `ivf` | per list (one block each): squared L2 distance of each [`DIM`]-float vector to the query into `dist`, the list's minimum (float bits) into `list_min` with `red.min` | `lists: usize, list_off: *const u32, vecs, query: *const f32, dist: *mut f32, list_min: *mut u32` |
 //! | `chase` | thread `t` follows `steps` links from `starts[t]` through [`Node`]s, writing the sum of their values | `nodes: *const Node, starts: *const u32, chains: usize, steps: u32, out: *mut f32` |
 //!
+//! The pipelined kernels ([`pipelined`]: a streaming reduction, a 2-D stencil, a tiled FP32
+//! GEMM and a row gather, staged into shared memory by asynchronous copies at 2 to 4 stages
+//! of either copy kind, `<kernel>_<kind>_s<stages>`) have their twins in
+//! `cuda/pipelined.cu`.
+//!
 //! Variants ([`SUITE`] lists which each kernel has; the entry is `<kernel>_<variant>`), in
 //! two families:
 //!
@@ -45,13 +50,19 @@ mod dsl;
 pub use dsl::*;
 
 use lookahead_device::prefetch::Level;
+pub mod pipelined;
+pub use pipelined::*;
 
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/vs_cuda_kernels_ptx.rs"));
 
-/// The CUDA C++ twins of every entry, with the same names (`extern "C"`), for NVRTC.
+/// The CUDA C++ twins of every entry, with the same names (`extern "C"`), for NVRTC: the
+/// prefetch suite's (`cuda/twins.cu`) and the pipelined kernels' (`cuda/pipelined.cu`).
 #[cfg(not(target_arch = "nvptx64"))]
-pub const CUDA_TWINS: &str = include_str!("../cuda/twins.cu");
+pub const CUDA_TWINS: &str = concat!(
+    include_str!("../cuda/twins.cu"),
+    include_str!("../cuda/pipelined.cu")
+);
 
 /// No prefetch: `H` of the `_none` kernels (0, which no level's code is).
 pub const HINT_NONE: u8 = 0;

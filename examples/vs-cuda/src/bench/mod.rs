@@ -6,7 +6,7 @@ mod bag;
 mod chase;
 mod gather;
 mod ivf;
-mod reduce;
+pub(crate) mod reduce;
 mod saxpy;
 mod spmv;
 

@@ -22,7 +22,7 @@ pub struct Reduce {
 
 /// The reduction's input: 64M elements at scale 1 whose f32 sum is exact in any order
 /// ([`exact_sum`]), so every variant's result must equal the reference bit for bit.
-fn input(rng: &mut StdRng, scale: f64) -> SumInput {
+pub(crate) fn input(rng: &mut StdRng, scale: f64) -> SumInput {
     exact_sum::input(scaled(64 << 20, scale), |k| rng.gen_range(0..k))
 }
 

@@ -7,5 +7,6 @@ mod launcher;
 pub mod level;
 mod no_std;
 pub mod params;
+pub mod pipeline;
 pub mod prefetch;
 pub mod shared;

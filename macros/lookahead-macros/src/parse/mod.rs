@@ -7,6 +7,7 @@ pub mod kernel;
 pub mod level;
 pub mod loops;
 pub mod params;
+pub mod pipeline;
 pub mod prefetch;
 pub mod shared;
 

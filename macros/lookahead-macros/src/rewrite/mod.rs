@@ -11,6 +11,7 @@ use syn::{Attribute, Block, Expr};
 use crate::generate;
 use crate::level::Level;
 use crate::parse::loops::{is_prefetch_attr, PrefetchLoop, FORMS};
+use crate::parse::pipeline::{self, PipelinedLoop};
 use crate::parse::prefetch::Distance;
 
 /// Which entry of a kernel a body is rewritten for.
@@ -70,6 +71,13 @@ impl Rewriter {
                 again.span(),
                 "only one #[prefetch_next] per loop",
             ));
+            return;
+        }
+        if pipeline::is_pipeline(&attr) {
+            match PipelinedLoop::parse(f, &attr) {
+                Ok(l) => *e = generate::pipeline::pipelined_loop(&l),
+                Err(err) => self.errors.push(err),
+            }
             return;
         }
         let l = match PrefetchLoop::parse(f, &attr, self.allow_auto) {
