@@ -4,6 +4,7 @@
 mod batch;
 mod buffers;
 mod search;
+mod shard;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use lookahead_uvm::{
 
 pub use batch::{BatchSearch, Submit};
 use buffers::{fill32, Buffers, Capacity};
+pub use shard::{Reads, ShardIndex, ShardStats};
 
 use crate::data::Vectors;
 use crate::index::IvfLayout;
