@@ -73,13 +73,9 @@ pub fn run_ranks(
 }
 
 fn spawn(rank: usize, mut command: Command) -> Result<Rank> {
-    use std::os::unix::process::CommandExt;
-    // A process group of its own, so that ending the rank ends what it started too (their
-    // output pipes close with them).
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    // The ranks stay in this process's group: whatever ends the launching process's group
+    // (a job system's time limit, `timeout`) ends them too.
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = command.spawn().map_err(|e| Error::RankFailed {
         rank,
         detail: format!("could not be started ({command:?}): {e}"),
@@ -192,13 +188,10 @@ fn failure_detail(status: ExitStatus, tail: &Tail) -> String {
     }
 }
 
-/// Kills the ranks still running (each rank's process group, by the rank's id) and reaps
-/// them.
+/// Kills the ranks still running (each by its own handle) and reaps them.
 fn kill_all(ranks: &mut [Rank]) {
     for r in ranks.iter_mut() {
         if matches!(r.child.try_wait(), Ok(None)) {
-            // SAFETY: a signal to the process group this rank leads (made in `spawn`).
-            unsafe { libc::kill(-(r.child.id() as i32), libc::SIGKILL) };
             let _ = r.child.kill();
         }
         let _ = r.child.wait();

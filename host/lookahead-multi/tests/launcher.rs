@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use lookahead_multi::launcher::run_ranks;
 use lookahead_multi::Error;
 
-/// Rank `r` runs `scripts[r]` in `sh`.
+/// Rank `r` runs `scripts[r]` in `sh` (`exec` where the script waits, so that killing the
+/// rank kills the waiting program, not a shell whose child keeps the output open).
 fn sh(scripts: &'static [&'static str]) -> impl Fn(usize) -> Command {
     move |r| {
         let mut c = Command::new("sh");
@@ -41,7 +42,7 @@ fn a_rank_that_fails_is_named_and_the_others_are_killed() {
     let e = run_ranks(
         3,
         Duration::from_secs(60),
-        sh(&["sleep 30", "echo boom >&2; exit 3", "sleep 30"]),
+        sh(&["exec sleep 30", "echo boom >&2; exit 3", "exec sleep 30"]),
     )
     .unwrap_err();
     let (rank, detail) = failed(e);
@@ -56,7 +57,12 @@ fn a_rank_that_fails_is_named_and_the_others_are_killed() {
 
 #[test]
 fn a_rank_killed_by_a_signal_is_named() {
-    let e = run_ranks(2, Duration::from_secs(60), sh(&["sleep 30", "kill -9 $$"])).unwrap_err();
+    let e = run_ranks(
+        2,
+        Duration::from_secs(60),
+        sh(&["exec sleep 30", "kill -9 $$"]),
+    )
+    .unwrap_err();
     let (rank, detail) = failed(e);
     assert_eq!(rank, 1);
     assert!(detail.contains("killed by signal 9"), "{detail}");
@@ -65,7 +71,12 @@ fn a_rank_killed_by_a_signal_is_named() {
 #[test]
 fn ranks_that_hang_are_named_when_the_time_is_up() {
     let started = Instant::now();
-    let e = run_ranks(2, Duration::from_millis(500), sh(&["sleep 30", "sleep 30"])).unwrap_err();
+    let e = run_ranks(
+        2,
+        Duration::from_millis(500),
+        sh(&["exec sleep 30", "exec sleep 30"]),
+    )
+    .unwrap_err();
     let (rank, detail) = failed(e);
     assert_eq!(rank, 0);
     assert!(
