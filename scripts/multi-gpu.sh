@@ -68,6 +68,12 @@ run() {
     nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv,noheader | tee "$out/gpus.txt" || true
     nvidia-smi topo -m > "$out/topology.txt" 2>&1 || true
     cat "$out/topology.txt"
+    # What NCCL and the pinned host memory depend on, for reading a failure.
+    {
+        echo "cpus: $(nproc); memory: $(free -g | awk '/Mem:/ {print $2 " GiB, " $7 " GiB available"}')"
+        echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+        echo "locked-memory limit: $(ulimit -l); /dev/shm: $(df -h /dev/shm | awk 'NR == 2 {print $2}')"
+    } | tee "$out/host.txt"
     local nccl
     if nccl=$(find_nccl); then
         export LD_LIBRARY_PATH="$nccl:${LD_LIBRARY_PATH:-}"

@@ -210,6 +210,12 @@ fn every_ranks_emulated_search_merges_into_the_whole_index_answer() {
     )
     .unwrap();
     for ranks in 1..=8 {
+        // Every other rank count through the GPU-driven pull (its cache and copy warps over
+        // shards whose other lists are empty), the others through the plain scan.
+        let params = EmulatedParams {
+            pull: ranks % 2 == 0,
+            ..params
+        };
         let p = Partition::by_bytes(&layout, ranks);
         let (mut d, mut i) = (Vec::new(), Vec::new());
         for r in 0..ranks {
@@ -218,6 +224,10 @@ fn every_ranks_emulated_search_merges_into_the_whole_index_answer() {
             let part = &lists[v.start * spec.dim..v.end * spec.dim];
             let got = emulated::search(&emu, &shard, part, &queries, params, RingQueue::disabled())
                 .unwrap();
+            assert!(
+                got.cache_matches,
+                "{ranks} ranks, rank {r}: the pull's cache"
+            );
             d.extend(got.dist);
             i.extend(got.ids);
         }
