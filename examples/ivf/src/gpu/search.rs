@@ -577,12 +577,7 @@ impl Search<'_> {
         let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
         let m = Total::ProbedLists.of(&totals);
         let pull_copy_seconds = if chosen == Policy::GpuPull {
-            let w = s.clone_dtoh(&self.b.work).during("cuMemcpyDtoH")?;
-            let (start, end) = (
-                w[PullWork::CopyStartNs as usize],
-                w[PullWork::CopyEndNs as usize],
-            );
-            end.saturating_sub(start) as f64 / 1e9
+            copy_seconds(&s.clone_dtoh(&self.b.work).during("cuMemcpyDtoH")?)
         } else {
             0.0
         };
@@ -613,6 +608,16 @@ impl Search<'_> {
             seconds,
         })
     }
+}
+
+/// Seconds from the pull's first copy warp's start to its last one's end, by the GPU's
+/// clock, from the pull's work words.
+pub(super) fn copy_seconds(work: &[u64]) -> f64 {
+    let (start, end) = (
+        work[PullWork::CopyStartNs as usize],
+        work[PullWork::CopyEndNs as usize],
+    );
+    end.saturating_sub(start) as f64 / 1e9
 }
 
 /// The coarse step of `sh` on `s`: the probes into `b.probes`, from one coarse launch, or a

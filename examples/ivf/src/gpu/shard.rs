@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaSlice, CudaStream, CudaView};
 use ivf_kernels::{
-    BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs, WorkPlanArgs,
+    BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs, Total, WorkPlanArgs,
     HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS,
 };
 use lookahead::launch::LaunchConfig;
@@ -30,7 +30,7 @@ use lookahead_multi::HostView;
 use lookahead_uvm::RingQueue;
 
 use super::buffers::{fill32, Buffers, Capacity};
-use super::search::{launch_coarse, launch_merge, Shape, POISON_DIST, POISON_ID};
+use super::search::{copy_seconds, launch_coarse, launch_merge, Shape, POISON_DIST, POISON_ID};
 use crate::index::IvfLayout;
 
 /// How a shard's scan reads its lists.
@@ -500,10 +500,9 @@ impl<'a> ShardIndex<'a> {
         let s = &self.stream;
         let totals = s.clone_dtoh(&b.totals).during("cuMemcpyDtoH")?;
         let probed = s.clone_dtoh(&b.probed).during("cuMemcpyDtoH")?;
-        let probed = &probed[..(totals[0] as usize).min(probed.len())];
+        let probed = &probed[..Total::ProbedLists.of(&totals).min(probed.len())];
         let copy_seconds = if self.reads == Reads::Pull {
-            let w = s.clone_dtoh(&b.work).during("cuMemcpyDtoH")?;
-            w[4].saturating_sub(w[3]) as f64 / 1e9
+            copy_seconds(&s.clone_dtoh(&b.work).during("cuMemcpyDtoH")?)
         } else {
             0.0
         };
@@ -514,11 +513,11 @@ impl<'a> ShardIndex<'a> {
                 .count(),
             needed_bytes: self.layout.bytes_of(probed),
             copied_lists: if self.reads == Reads::Pull {
-                totals[2] as usize
+                Total::WantedLists.of(&totals)
             } else {
                 0
             },
-            items: totals[1] as usize,
+            items: Total::WorkItems.of(&totals),
             copy_seconds,
         })
     }
