@@ -132,6 +132,25 @@ impl GpuSet {
     }
 }
 
+/// Waits for `gpu`'s work, then hands the device memory its pool keeps from stream-ordered
+/// frees back to the device (`cuMemPoolTrimTo`), so that its free memory counts it again:
+/// for this process's next large allocation, or another process's.
+pub fn release_freed_memory(gpu: &Gpu) -> lookahead::Result<()> {
+    gpu.bind_to_thread()?;
+    gpu.context().synchronize().during("cuCtxSynchronize")?;
+    let mut pool = std::ptr::null_mut();
+    // SAFETY: writes the device's current pool; trimming releases only unused memory.
+    unsafe {
+        sys::cuDeviceGetMemPool(&mut pool, gpu.context().cu_device())
+            .result()
+            .during("cuDeviceGetMemPool")?;
+        sys::cuMemPoolTrimTo(pool, 0)
+            .result()
+            .during("cuMemPoolTrimTo")?;
+    }
+    Ok(())
+}
+
 /// Whether `a` can map `b`'s memory (`cuDeviceCanAccessPeer`).
 pub(crate) fn can_access_peer(a: &Gpu, b: &Gpu) -> Result<bool> {
     let mut can = 0;

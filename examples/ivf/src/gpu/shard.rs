@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaSlice, CudaStream, CudaView};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 use ivf_kernels::{
     BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs, Total, WorkPlanArgs,
     HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS,
@@ -528,17 +528,7 @@ impl<'a> ShardIndex<'a> {
 /// it otherwise, and the device's free memory does not count it).
 fn device_copy_of(gpu: &Gpu, stream: &Arc<CudaStream>, floats: usize) -> Result<CudaSlice<f32>> {
     let bytes = floats * 4;
-    gpu.context().synchronize().during("cuCtxSynchronize")?;
-    let mut pool = std::ptr::null_mut();
-    // SAFETY: writes the device's current pool; trimming releases only unused memory.
-    unsafe {
-        sys::cuDeviceGetMemPool(&mut pool, gpu.context().cu_device())
-            .result()
-            .during("cuDeviceGetMemPool")?;
-        sys::cuMemPoolTrimTo(pool, 0)
-            .result()
-            .during("cuMemPoolTrimTo")?;
-    }
+    lookahead_multi::set::release_freed_memory(gpu)?;
     let (free, _) = gpu.memory_info()?;
     if free < bytes + CACHE_HEADROOM {
         return Err(Error::OutOfMemory {

@@ -136,6 +136,7 @@ fn one_gpu(
     gpu.bind_to_thread()?;
     let stream = gpu.context().new_stream().during("cuStreamCreate")?;
     let bytes = whole.lists.num_bytes();
+    lookahead_multi::set::release_freed_memory(gpu)?;
     let fits = gpu.memory_info()?.0 >= bytes + ONE_GPU_HEADROOM;
     let reads = if fits { Reads::Pull } else { Reads::ZeroCopy };
     let view = whole.lists.view(gpu, 0..whole.lists.len())?;

@@ -124,6 +124,10 @@ pub(crate) fn coordinate(args: &Args) -> Res<bool> {
         reports.push(report);
     }
     drop(inproc_state);
+    // What this process freed goes back to the GPUs, for the rank processes' copies.
+    for gpu in set.gpus() {
+        lookahead_multi::set::release_freed_memory(gpu)?;
+    }
     if args.ranks > 1 {
         run_processes(args, &set, &out, &mut reports)?;
     }
