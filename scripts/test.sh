@@ -24,7 +24,7 @@ rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/lookahead-* target/package 
 # Verified: each packaged crate builds from its tarball, against the others' tarballs.
 cargo package --quiet --allow-dirty --target-dir "$VERIFY" -p lookahead-macros -p lookahead-emu \
     -p lookahead-device -p lookahead -p lookahead-builder -p lookahead-bench \
-    -p lookahead-cuda-std-macros -p lookahead-cuda-std -p lookahead-cuda-builder
+    -p lookahead-cuda-std-macros -p lookahead-cuda-std -p lookahead-cuda-builder -p lookahead-multi
 # Packaged, not verified: their build compiles kernels with a nested cargo that resolves
 # lookahead-device from crates.io, which it can only do once that crate is published. The
 # crates they depend on are packaged with them, so cargo resolves those from the tarballs.

@@ -5,6 +5,7 @@
 mod batch;
 mod buffers;
 mod search;
+mod shard;
 
 use std::sync::Arc;
 
@@ -14,7 +15,8 @@ use lookahead::{DriverContext, Error, Gpu, ManagedBuffer, Result};
 use lookahead_uvm::{AccessPattern, Policy, PolicyBuffer};
 
 pub use batch::{BatchSearch, Submit};
-use buffers::{Buffers, Capacity};
+use buffers::{fill32, Buffers, Capacity};
+pub use shard::{Reads, ShardIndex, ShardStats};
 
 use crate::data::Vectors;
 use crate::index::IvfLayout;

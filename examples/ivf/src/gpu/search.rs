@@ -46,6 +46,35 @@ pub(super) struct Shape {
     pub(super) chunk_rows: u32,
 }
 
+impl Shape {
+    /// A search of `nq` queries with `nprobe` probes (at least 1, at most
+    /// [`ivf_kernels::MAX_NPROBE`] and the lists) over `nlist` lists of at most `longest`
+    /// vectors of `dim` floats, on `sms` SMs, with work items of `chunk_rows` rows.
+    pub(super) fn new(
+        nq: usize,
+        nprobe: usize,
+        nlist: usize,
+        dim: usize,
+        longest: usize,
+        sms: usize,
+        chunk_rows: u32,
+    ) -> Shape {
+        let nprobe = nprobe.clamp(1, ivf_kernels::MAX_NPROBE.min(nlist));
+        let pairs = nq * nprobe;
+        Shape {
+            slices: ivf_kernels::coarse_slices(nq, nlist, nprobe, sms),
+            sms,
+            chunk_rows,
+            nq,
+            nprobe,
+            pairs,
+            items: ivf_kernels::max_items(pairs, longest, chunk_rows),
+            nlist,
+            dim,
+        }
+    }
+}
+
 /// What one search works on: the index's parts, borrowed each on its own, and the shape.
 pub(super) struct Search<'a> {
     pub(super) s: &'a Arc<CudaStream>,
@@ -145,21 +174,18 @@ impl GpuIndex {
         params: SearchParams,
         chunk_rows: u32,
     ) -> Result<Shape> {
-        let nlist = self.layout.nlist();
-        let nprobe = params.nprobe.clamp(1, ivf_kernels::MAX_NPROBE.min(nlist));
-        let pairs = nq * nprobe;
         let sms = self.gpu.capabilities()?.sm_count as usize;
-        Ok(Shape {
-            slices: ivf_kernels::coarse_slices(nq, nlist, nprobe, sms),
+        let (nlist, dim) = (self.layout.nlist(), self.layout.dim);
+        let longest = self.max_list_len;
+        Ok(Shape::new(
+            nq,
+            params.nprobe,
+            nlist,
+            dim,
+            longest,
             sms,
             chunk_rows,
-            nq,
-            nprobe,
-            pairs,
-            items: ivf_kernels::max_items(pairs, self.max_list_len, chunk_rows),
-            nlist,
-            dim: self.layout.dim,
-        })
+        ))
     }
 
     pub(super) fn begin(&mut self, shape: Shape) -> Search<'_> {
@@ -288,45 +314,7 @@ impl Search<'_> {
 
     /// The probes: one coarse launch, or a sliced one and the merge of its slices.
     pub(super) fn coarse(&mut self) -> Result<()> {
-        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let queries = U::prefix(&b.queries, sh.nq * sh.dim, s)?;
-        let centroids = U::new(self.centroids_q, s);
-        let per_block = ivf_kernels::coarse_per_block(sh.nq, sh.sms);
-        let shape = ivf_kernels::CoarseShape {
-            dim: sh.dim as u32,
-            nlist: sh.nlist as u32,
-            nprobe: sh.nprobe as u32,
-            per_block: per_block as u32,
-        };
-        let cfg = ivf_kernels::coarse_grid(sh.nq, per_block, sh.slices);
-        if sh.slices == 1 {
-            let mut probes = UM::prefix(&mut b.probes, sh.pairs, s)?;
-            let mut no_dist = UM::prefix(&mut b.coarse_partial_d, 0, s)?;
-            return ivf_kernels::coarse::launch(
-                s,
-                cfg,
-                &queries,
-                &centroids,
-                shape,
-                &mut probes,
-                &mut no_dist,
-            );
-        }
-        let n = sh.pairs * sh.slices;
-        let (mut ids, mut dist) = (
-            UM::prefix(&mut b.coarse_partial, n, s)?,
-            UM::prefix(&mut b.coarse_partial_d, n, s)?,
-        );
-        ivf_kernels::coarse::launch(s, cfg, &queries, &centroids, shape, &mut ids, &mut dist)?;
-        let merge_cfg = LaunchConfig::for_len(sh.nq * 32, ivf_kernels::COARSE_THREADS);
-        ivf_kernels::coarse_merge::launch(
-            s,
-            merge_cfg,
-            &U::prefix(&b.coarse_partial_d, n, s)?,
-            &U::prefix(&b.coarse_partial, n, s)?,
-            shape.nprobe,
-            &mut UM::prefix(&mut b.probes, sh.pairs, s)?,
-        )
+        launch_coarse(self.s, self.shape, self.b, self.centroids_q)
     }
 
     /// The plan: probed lists, requests (through `queue`) or the pull's copy list, work items.
@@ -553,12 +541,7 @@ impl Search<'_> {
         let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
         let m = Total::ProbedLists.of(&totals);
         let pull_copy_seconds = if chosen == Policy::GpuPull {
-            let w = s.clone_dtoh(&self.b.work).during("cuMemcpyDtoH")?;
-            let (start, end) = (
-                w[PullWork::CopyStartNs as usize],
-                w[PullWork::CopyEndNs as usize],
-            );
-            end.saturating_sub(start) as f64 / 1e9
+            copy_seconds(&s.clone_dtoh(&self.b.work).during("cuMemcpyDtoH")?)
         } else {
             0.0
         };
@@ -591,9 +574,67 @@ impl Search<'_> {
     }
 }
 
+/// Seconds from the pull's first copy warp's start to its last one's end, by the GPU's
+/// clock, from the pull's work words.
+pub(super) fn copy_seconds(work: &[u64]) -> f64 {
+    let (start, end) = (
+        work[PullWork::CopyStartNs as usize],
+        work[PullWork::CopyEndNs as usize],
+    );
+    end.saturating_sub(start) as f64 / 1e9
+}
+
+/// The coarse step of `sh` on `s`: the probes into `b.probes`, from one coarse launch, or a
+/// sliced one and the merge of its slices.
+pub(super) fn launch_coarse(
+    s: &Arc<CudaStream>,
+    sh: Shape,
+    b: &mut Buffers,
+    centroids_q: &CudaSlice<f32>,
+) -> Result<()> {
+    let queries = U::prefix(&b.queries, sh.nq * sh.dim, s)?;
+    let centroids = U::new(centroids_q, s);
+    let per_block = ivf_kernels::coarse_per_block(sh.nq, sh.sms);
+    let shape = ivf_kernels::CoarseShape {
+        dim: sh.dim as u32,
+        nlist: sh.nlist as u32,
+        nprobe: sh.nprobe as u32,
+        per_block: per_block as u32,
+    };
+    let cfg = ivf_kernels::coarse_grid(sh.nq, per_block, sh.slices);
+    if sh.slices == 1 {
+        let mut probes = UM::prefix(&mut b.probes, sh.pairs, s)?;
+        let mut no_dist = UM::prefix(&mut b.coarse_partial_d, 0, s)?;
+        return ivf_kernels::coarse::launch(
+            s,
+            cfg,
+            &queries,
+            &centroids,
+            shape,
+            &mut probes,
+            &mut no_dist,
+        );
+    }
+    let n = sh.pairs * sh.slices;
+    let (mut ids, mut dist) = (
+        UM::prefix(&mut b.coarse_partial, n, s)?,
+        UM::prefix(&mut b.coarse_partial_d, n, s)?,
+    );
+    ivf_kernels::coarse::launch(s, cfg, &queries, &centroids, shape, &mut ids, &mut dist)?;
+    let merge_cfg = LaunchConfig::for_len(sh.nq * 32, ivf_kernels::COARSE_THREADS);
+    ivf_kernels::coarse_merge::launch(
+        s,
+        merge_cfg,
+        &U::prefix(&b.coarse_partial_d, n, s)?,
+        &U::prefix(&b.coarse_partial, n, s)?,
+        shape.nprobe,
+        &mut UM::prefix(&mut b.probes, sh.pairs, s)?,
+    )
+}
+
 /// The merge of the candidates (`cand`: distances, ids, each pair's first candidate list)
 /// for `sh`, into `out_d` and `out_i`.
-fn launch_merge(
+pub(super) fn launch_merge(
     s: &Arc<CudaStream>,
     sh: Shape,
     (cand_d, cand_i, pair_cand_off): (&CudaSlice<f32>, &CudaSlice<u32>, &CudaSlice<u32>),
