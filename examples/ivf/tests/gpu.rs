@@ -117,10 +117,7 @@ fn every_policy_returns_the_cpu_top_k() {
     for policy in Policy::CONCRETE.iter().copied().chain([Policy::Auto]) {
         f.index.lists_mut().evict_to_host(&f.mach).unwrap();
         for pass in ["cold", "warm"] {
-            let got = f
-                .index
-                .search(&queries, params(policy), &f.mach)
-                .unwrap();
+            let got = f.index.search(&queries, params(policy), &f.mach).unwrap();
             let what = format!("{} {pass}", policy.name());
             assert_cpu_top_k(&got.dist, &got.ids, &want, &what);
             assert_eq!(got.probed_lists, probed.len(), "{what}: lists probed");
@@ -232,7 +229,7 @@ fn soak_300_searches_with_the_gpu_pull() {
     let gpu = gpu();
     let mut f = fixture(&gpu);
     let (batches, want) = soak_batches(&f, 40);
-    f.index.map_for_gpu(true).unwrap();
+    f.index.lists_mut().map_for_gpu(true).unwrap();
     f.index
         .search(&batches[0], params(Policy::GpuPull), &f.mach)
         .unwrap();
@@ -289,7 +286,7 @@ fn graph_batches_give_the_same_answers_as_launches_and_full_searches() {
             snap(f.spec.points(n, seed + b as u64, Some(&hot)))
         })
         .collect();
-    f.index.make_resident().unwrap();
+    f.index.lists_mut().make_resident().unwrap();
     let want: Vec<Vec<Vec<Hit>>> = batches.iter().map(|q| cpu_top_k(&f, q).0).collect();
     for policy in [Policy::Faults, Policy::GpuPull] {
         let mut batch = f.index.batch_search(64, params(policy)).unwrap();

@@ -56,12 +56,14 @@ macro_rules! needs_arch {
 
 /// The message of a [`needs_arch!`] error.
 #[cfg(target_arch = "nvptx64")]
+#[allow(dead_code)] // used only by builds for an architecture some instruction needs more than
 trait ArchMessage {
     const MSG: &'static str;
 }
 
 /// A compile error with `M::MSG`, when instantiated.
 #[cfg(target_arch = "nvptx64")]
+#[allow(dead_code)] // as `ArchMessage`
 #[inline(always)]
 fn arch_error<M: ArchMessage>() {
     const { panic!("{}", M::MSG) }

@@ -8,10 +8,7 @@
 //!
 //! Ranges are [`WordRange`]s: a first word and a length, within the buffer the kernel takes.
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_gpu_kernel, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, Readiness, RequestQueue};

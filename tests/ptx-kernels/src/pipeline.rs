@@ -1,6 +1,12 @@
 //! Kernels of the asynchronous-copy runtime (`lookahead_device::pipeline`): the typed
 //! pipeline of each copy kind, each raw instruction group, and one misuse per emulator
 //! report. Built from sm_80 (`cp.async`), the bulk ones from sm_90.
+// Below sm_90 the bulk kernels, and below sm_80 all of them, are left out, with what only
+// they use.
+#![cfg_attr(
+    all(target_arch = "nvptx64", not(target_feature = "sm_90")),
+    allow(unused_imports, unused_macros, dead_code)
+)]
 
 use lookahead_device::pipeline;
 use lookahead_device::pipeline::bulk::{copy_bulk, copy_bulk_dyn, fence_proxy_async_shared};

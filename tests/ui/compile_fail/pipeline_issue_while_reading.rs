@@ -1,8 +1,9 @@
 // While a stage is read, the next stage is issued through its `Ready` (`refill`, which
 // never targets the buffer being read), not through the pipeline.
 use lookahead_device::pipeline::CpAsync;
-use lookahead_device::prelude::*;
 use lookahead_device::{kernel, pipeline};
+
+static PTX: &[(u32, &str)] = &[];
 
 #[kernel]
 pub fn issue_while_reading(x: &[f32], out: &mut [f32]) {

@@ -1,8 +1,9 @@
 // One stage at a time: a second wait (which lets the first stage's buffer be refilled)
 // while the first stage is still read does not compile.
 use lookahead_device::pipeline::CpAsync;
-use lookahead_device::prelude::*;
 use lookahead_device::{kernel, pipeline};
+
+static PTX: &[(u32, &str)] = &[];
 
 #[kernel]
 pub fn two_stages(x: &[f32], out: &mut [f32]) {

@@ -13,12 +13,10 @@
 //! | `copy_prefetch_l2_evict_last(x, y)` | the same with `level = l2_evict_last, portable` (sm_80+; plain L2 below) |
 //! | `copy_prefetch_bulk(x, y)` | `y = x` by tiles, bulk-prefetching the next tile (sm_90; per-line L2 below) |
 #![no_std]
-// The one nightly feature set a kernel crate names (allowed on the GPU target only, where the
-// builder's toolchain accepts it): the kernel ABI and inline PTX (for `shared_array!`).
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_gpu_kernel, asm_experimental_arch)
-)]
+// The nightly feature a kernel crate names (on the GPU target only, where the builder's
+// toolchain accepts it): the kernel ABI. A crate that uses `shared_array!` also names
+// `asm_experimental_arch` (its inline PTX); this one has no shared arrays.
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 mod kernels;
 pub use kernels::*;

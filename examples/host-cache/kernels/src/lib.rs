@@ -18,10 +18,7 @@
 //! Every kernel is launched with blocks of a multiple of 32 threads and keeps its warps
 //! whole around cache reads (the reads are warp-collective).
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_gpu_kernel, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/host_cache_kernels_ptx.rs"));

@@ -15,7 +15,7 @@ use lookahead::{DriverContext, Error, Gpu, ManagedBuffer, Result};
 use lookahead_uvm::{AccessPattern, Policy, PolicyBuffer};
 
 pub use batch::{BatchSearch, Submit};
-use buffers::{fill32, Buffers, Capacity};
+use buffers::{Buffers, Capacity};
 pub use shard::{Reads, ShardIndex, ShardStats};
 
 use crate::data::Vectors;

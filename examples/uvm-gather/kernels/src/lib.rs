@@ -18,10 +18,7 @@
 //! Each warp counts how its rows went into [`Gathered::stats`] ([`STAT_READY`] and the
 //! others).
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_gpu_kernel, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, Readiness, RequestQueue, Requested};

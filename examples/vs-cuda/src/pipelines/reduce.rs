@@ -73,8 +73,7 @@ mod tests {
     fn every_kind_and_stage_count_sums_on_the_emulator() {
         let mut rng = StdRng::seed_from_u64(11);
         // Whole tiles, a ragged last one, blocks with none.
-        let SumInput { values: x, sum } =
-            exact_sum::input(5 * 2048 + 300, |k| rng.gen_range(0..k));
+        let SumInput { values: x, sum } = exact_sum::input(5 * 2048 + 300, |k| rng.gen_range(0..k));
         type Launch = fn(&Emulator, LaunchConfig, &[f32], &mut [f32]) -> lookahead::Result<()>;
         let kernels: [(&str, Launch); 3] = [
             ("cp_async_s2", |e, c, x, o| {

@@ -240,7 +240,10 @@ impl KernelGen<'_> {
             #[cfg(target_arch = "nvptx64")]
             #(#docs)*
             #[export_name = #export]
-            #[allow(clippy::missing_safety_doc, non_snake_case)]
+            // Struct parameters are `#[repr(C)]` `DeviceCopy` types (checked by `param::check`),
+            // passed as the `.param` byte arrays the host launcher writes; rustc's
+            // `improper_gpu_kernel_arg` cannot know that (and older nightlies lack the lint).
+            #[allow(clippy::missing_safety_doc, non_snake_case, unknown_lints, improper_gpu_kernel_arg)]
             pub unsafe extern "gpu-kernel" fn #ident(#(#lowered),*) {
                 #[allow(unused_unsafe)]
                 unsafe { #body_fn(#(#rebuilt),*) }

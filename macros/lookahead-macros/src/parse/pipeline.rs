@@ -2,11 +2,11 @@
 //! target, ..))]` loop: its options and its range. `generate::pipeline` writes the
 //! prologue and the steady state over `lookahead_device::pipeline`.
 
+use proc_macro2::Span;
 use quote::ToTokens;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use proc_macro2::Span;
 use syn::{Attribute, Expr, ExprForLoop, Ident, Lit, Meta, Pat, RangeLimits, Token, Type};
 
 use crate::parse::loops::strip;
