@@ -57,6 +57,11 @@ fn partitions_cover_every_list_once_balanced_within_one_list() {
                     assert_eq!(p.owner(list), r, "list {list}");
                 }
                 assert_eq!(p.vectors(r).start as u64, offsets[l.start]);
+                // A view of the lists' floats: the vectors times the 512-byte rows' 128 floats.
+                assert_eq!(
+                    p.floats(r),
+                    p.vectors(r).start * 128..p.vectors(r).end * 128
+                );
             }
             assert_eq!(next, nlist);
             let shares: Vec<u64> = (0..ranks).map(|r| p.bytes(r) / 512).collect();

@@ -83,7 +83,7 @@ fn shards_on_one_gpu_merge_into_the_whole_index_answer() {
         let p = Partition::by_bytes(&layout, ranks);
         let (mut d, mut i) = (Vec::new(), Vec::new());
         for r in 0..ranks {
-            let view = lists.view(&gpu, p.vectors(r)).unwrap();
+            let view = lists.view(&gpu, p.floats(r)).unwrap();
             let mut shard =
                 ShardIndex::new(&gpu, &stream, p.shard_layout(&layout, r), view, Reads::Pull)
                     .unwrap();

@@ -52,7 +52,7 @@ fn nccl_and_peer_gathers_give_one_gpus_answer() {
         .collect();
     let mut shards = Vec::new();
     for (r, gpu) in set.gpus().iter().enumerate() {
-        let view = lists.view(gpu, p.vectors(r)).unwrap();
+        let view = lists.view(gpu, p.floats(r)).unwrap();
         shards.push(
             ShardIndex::new(
                 gpu,

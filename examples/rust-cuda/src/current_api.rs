@@ -14,9 +14,15 @@ struct MatArg(Mat3);
 // SAFETY: `Mat3` is plain `f32`s, laid out as the kernel reads it (same glam, same features).
 unsafe impl DeviceRepr for MatArg {}
 
-/// One thread per element of `n`, in blocks of 128.
+/// One thread per element of `n`, in blocks of 128: exactly `n` threads up to 128 (one block),
+/// which the kernels without a bounds check rely on; above, the last block's extra threads
+/// are left out by the kernel's own check.
 fn one_d(n: u32) -> LaunchConfig {
-    LaunchConfig::for_num_elems(n)
+    LaunchConfig {
+        grid_dim: (n.div_ceil(128), 1, 1),
+        block_dim: (n.min(128), 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 pub(crate) fn check_grid_transform(gpu: &Gpu, rng: &mut StdRng) -> Result<f64> {
@@ -121,7 +127,8 @@ pub(crate) fn check_wide_shuffles(gpu: &Gpu) -> Result<f64> {
     let mut launch = gpu.stream.launch_builder(&f);
     launch.arg(&mut wide).arg(&mut bytes).arg(&mut halves);
     // SAFETY: matches `wide_shuffles(wide: *mut u128, bytes: *mut u8, halves: *mut i16)`;
-    // `wide` holds 64 `u128`s as pairs of `u64`s (the allocation is 256-byte aligned).
+    // `wide` holds 64 `u128`s as pairs of `u64`s (the allocation is 256-byte aligned), and
+    // `one_d(64)` is exactly 64 threads, one per element (the kernel has no bounds check).
     unsafe { launch.launch(one_d(n as u32)) }?;
     let value = |lane: u128| lane << 100 | (lane * 3) << 40 | lane;
     let want_wide: Vec<u64> = (0..n as u128)

@@ -74,6 +74,13 @@ impl Partition {
         self.offsets[l.start] as usize..self.offsets[l.end] as usize
     }
 
+    /// Rank `rank`'s vectors as a range of the list-major array's floats (what a
+    /// `HostArray::view` of its lists takes).
+    pub fn floats(&self, rank: usize) -> Range<usize> {
+        let (v, dim) = (self.vectors(rank), (self.row_bytes / 4) as usize);
+        v.start * dim..v.end * dim
+    }
+
     /// Bytes of rank `rank`'s lists.
     pub fn bytes(&self, rank: usize) -> u64 {
         self.vectors(rank).len() as u64 * self.row_bytes

@@ -258,8 +258,10 @@ fn copy_results(
     use cudarc::driver::{DevicePtr, DevicePtrMut};
     let s = into.stream();
     let (rd, ri) = from.results()?;
-    let (src_d, _a) = rd.device_ptr(s);
-    let (src_i, _b) = ri.device_ptr(s);
+    // `from`'s results are tracked on `from`'s stream: cudarc records a slice's use as events
+    // of its own context, which another context's stream cannot record.
+    let (src_d, _a) = rd.device_ptr(from.stream());
+    let (src_i, _b) = ri.device_ptr(from.stream());
     let mut dst_d = gd.slice_mut(slot * per..(slot + 1) * per);
     let mut dst_i = gi.slice_mut(slot * per..(slot + 1) * per);
     let (dd, _c) = dst_d.device_ptr_mut(s);

@@ -84,12 +84,8 @@ fn measure(
     report.imbalance = whole.partition.imbalance();
     report.fill_register = whole.lists.times();
     let batch = size.batch(args);
-    let dim = whole.layout.dim;
     let regions: Vec<&[f32]> = (0..set.len())
-        .map(|r| {
-            let v = whole.partition.vectors(r);
-            &whole.lists.host()[v.start * dim..v.end * dim]
-        })
+        .map(|r| &whole.lists.host()[whole.partition.floats(r)])
         .collect();
     let (alone, together) = rates::pinned_rates(set, &regions, PINNED_BYTES)?;
     let pinned_sum: f64 = together.iter().sum();
@@ -102,7 +98,7 @@ fn measure(
     let mut shards = Vec::new();
     for (r, gpu) in set.gpus().iter().enumerate() {
         let layout = whole.partition.shard_layout(&whole.layout, r);
-        let view = whole.lists.view(gpu, whole.partition.vectors(r))?;
+        let view = whole.lists.view(gpu, whole.partition.floats(r))?;
         shards.push(ShardIndex::new(
             gpu,
             &state.streams[r],

@@ -82,7 +82,9 @@ pub(crate) fn peer_rate(set: &GpuSet, from: usize, to: usize) -> Res<Option<f64>
     s.synchronize().during("cuStreamSynchronize")?;
     let copy = || -> Res<()> {
         use cudarc::driver::DevicePtr;
-        let (a, _ga) = src.device_ptr(&s);
+        // Each slice's use is tracked on a stream of its own GPU: cudarc records its events
+        // there, and an event of one context recorded on another's stream is an error.
+        let (a, _ga) = src.device_ptr(gf.stream());
         let (b, _gb) = dst.device_ptr(&s);
         // SAFETY: `bytes` on each GPU, alive during the copies (synchronised below).
         unsafe { lookahead_multi::set::copy_peer(b, gt, a, gf, bytes, &s)? };
