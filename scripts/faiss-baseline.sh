@@ -18,7 +18,7 @@
 # MKL, OpenBLAS), builds the static libfaiss.a (about 3 minutes on 16 cores) and links
 # examples/faiss-compare/cpp/faiss_side.cpp against it. It works in $FAISS_BUILD
 # (default /tmp/faiss-build) and reuses a finished libfaiss.a there. `run` runs faiss_side
-# on a data set written by `faiss_compare export`.
+# on a data set written by `faiss_compare run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${FAISS_BUILD:-/tmp/faiss-build}

@@ -1,4 +1,4 @@
-// FAISS's side of the side-by-side: reads the data set that `faiss_compare export` wrote,
+// FAISS's side of the side-by-side: reads the data set that `faiss_compare run` wrote,
 // checks its checksums, builds `GpuIndexIVFFlat` on our trained centroids, and measures what
 // our side measures on the same queries. Rows go to a CSV in the columns `faiss_compare report`
 // reads (see examples/faiss-compare/src/rows.rs).

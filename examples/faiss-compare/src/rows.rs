@@ -32,6 +32,16 @@ pub struct Row {
 }
 
 impl Row {
+    /// The median in seconds: the p50 where the row has one (a latency row's `seconds` may
+    /// be 0), else `seconds` (a build).
+    pub fn median_s(&self) -> f64 {
+        if self.p50_ms > 0.0 {
+            self.p50_ms / 1e3
+        } else {
+            self.seconds
+        }
+    }
+
     /// The row as a CSV line (no newline).
     pub fn to_csv(&self) -> String {
         let mut s = String::new();
