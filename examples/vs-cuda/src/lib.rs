@@ -12,6 +12,7 @@ pub mod lang;
 pub mod pipelines;
 pub mod report;
 pub mod run;
+pub mod session;
 pub mod tuner;
 
 /// What the programs return.

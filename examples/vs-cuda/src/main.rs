@@ -26,19 +26,16 @@ use std::time::Instant;
 
 use clap::builder::PossibleValuesParser;
 use clap::Parser;
-use cudarc::driver::sys;
-use lookahead::Gpu;
 use lookahead_bench::args::{at_least, float_range, Validate};
-use lookahead_bench::header::RunHeader;
-use lookahead_bench::output::OutDir;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use vs_cuda_kernels::BLOCK_SIZE;
 
-use vs_cuda::bench::{Env, BENCHES};
-use vs_cuda::report::{self, Meta, Row};
+use vs_cuda::bench::BENCHES;
+use vs_cuda::report::{self, Row};
 use vs_cuda::run::{self, Reps};
-use vs_cuda::{lang, Res};
+use vs_cuda::session::{self, Session};
+use vs_cuda::Res;
 
 #[derive(Parser, Debug)]
 #[command(about = "Rust-built PTX versus CUDA C++ (NVRTC) on the same kernels and hints")]
@@ -72,59 +69,38 @@ impl Validate for Args {}
 fn main() -> ExitCode {
     let args: Args = lookahead_bench::args::parse();
     lookahead_bench::exit_code(
-        start(&args),
+        run(&args).map(session::verdict),
         "Nothing was run, compiled by NVRTC or checked.",
     )
 }
 
-/// Opens the results folder, then the GPU, then runs.
-fn start(args: &Args) -> Res<bool> {
-    let out = OutDir::create(&args.out)?;
-    let gpu = Gpu::new(0)?;
-    let ok = run(&gpu, args, &out)?;
-    if !ok {
-        eprintln!("some checks FAILED (see above)");
-    }
-    Ok(ok)
-}
-
-fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
-    let ctx = gpu.context().clone();
-    let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    let compiled = lang::compile(gpu)?;
-    out.write("rust.ptx", compiled.rust_ptx)?;
-    out.write("cuda.ptx", &compiled.cuda_ptx)?;
-    let seed = args.seed.unwrap_or_else(rand::random);
-    let meta = Meta {
-        header: RunHeader::for_gpu(gpu)?,
-        rust_ptx: compiled.rust_desc.clone(),
-        cuda_ptx: compiled.cuda_desc.clone(),
-        nvrtc: compiled.nvrtc.clone(),
-        seed,
-        reps: args.reps,
+fn run(args: &Args) -> Res<bool> {
+    let reps = Reps {
+        timed: args.reps,
         warmup: args.warmup,
     };
+    let Session {
+        ctx,
+        out,
+        compiled,
+        mut env,
+        meta,
+        ..
+    } = Session::open(&args.out, args.seed, reps)?;
+    out.write("rust.ptx", compiled.rust_ptx)?;
+    out.write("cuda.ptx", &compiled.cuda_ptx)?;
     println!("vs_cuda: Rust-built PTX versus CUDA C++ twins");
     print!("{}", meta.header.markdown());
     println!("- rust:   {}", meta.rust_ptx);
     println!("- cuda:   {}", meta.cuda_ptx);
     println!(
-        "- seed {seed}, {} timed launches each after {} warm-up",
-        args.reps, args.warmup
+        "- seed {}, {} timed launches each after {} warm-up",
+        meta.seed, args.reps, args.warmup
     );
-
-    let mut env = Env {
-        stream: gpu.stream().clone(),
-        sms: sms as u32,
-    };
-    let reps = Reps {
-        timed: args.reps,
-        warmup: args.warmup,
-    };
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = StdRng::seed_from_u64(meta.seed);
     let mut rows: Vec<Row> = Vec::new();
     for (name, make) in BENCHES {
-        if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
+        if !session::selected(&args.only, name) {
             continue;
         }
         let started = Instant::now();
@@ -144,7 +120,7 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
             &ctx,
         )?);
     }
-    report::write_outputs(out, &meta, &rows)?;
+    report::write_outputs(&out, &meta, &rows)?;
     println!("\n{}", report::table(&meta, &rows));
     println!(
         "wrote {}/vs_cuda.{{md,csv,svg}}; {} of {} variants pass their checks in both languages",

@@ -92,6 +92,7 @@ impl Row {
 }
 
 /// What the results were measured on and with.
+#[derive(Clone)]
 pub struct Meta {
     pub header: RunHeader,
     pub rust_ptx: String,

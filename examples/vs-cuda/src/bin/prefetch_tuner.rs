@@ -17,17 +17,15 @@ use std::process::ExitCode;
 
 use clap::builder::PossibleValuesParser;
 use clap::Parser;
-use cudarc::driver::sys;
 use lookahead::launch::autotune::AutoTuner;
-use lookahead::Gpu;
 use lookahead_bench::args::{at_least, float_range, Validate};
-use lookahead_bench::header::RunHeader;
-use lookahead_bench::output::OutDir;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use vs_cuda::bench::{Env, Make, BENCHES, EXTRA_BENCHES};
+use vs_cuda::bench::{Make, BENCHES, EXTRA_BENCHES};
+use vs_cuda::run::Reps;
+use vs_cuda::session::{self, Session};
 use vs_cuda::tuner::{self, TunerRow, CHASE_ENTRIES};
-use vs_cuda::{lang, Res};
+use vs_cuda::Res;
 
 /// Every kernel the tuner is measured on.
 fn kernels() -> Vec<(&'static str, Make)> {
@@ -77,55 +75,52 @@ fn main() -> ExitCode {
 }
 
 fn start(args: &Args) -> Res<bool> {
-    let out = OutDir::create(&args.out)?;
-    let gpu = Gpu::new(0)?;
-    let header = RunHeader::for_gpu(&gpu)?;
+    let reps = Reps {
+        timed: args.reps,
+        warmup: 0,
+    };
+    let mut session = Session::open(&args.out, args.seed, reps)?;
+    let header = session.meta.header.clone();
     println!("prefetch_tuner: the tuner against every candidate measured exhaustively");
     print!("{}", header.markdown());
-    let rows = run(&gpu, args)?;
-    tuner::write_outputs(&out, &header, args.reps, &rows)?;
+    let rows = run(&mut session, args)?;
+    tuner::write_outputs(&session.out, &header, args.reps, &rows)?;
     println!("\n{}", tuner::table(&rows));
     let met = rows.iter().filter(|r| r.meets_target()).count();
     println!(
         "wrote {}/prefetch_tuner.{{md,csv}}; target met on {met} of {} kernels",
-        out.path().display(),
+        session.out.path().display(),
         rows.len()
     );
     Ok(rows.iter().all(TunerRow::checks_ok))
 }
 
-fn run(gpu: &Gpu, args: &Args) -> Res<Vec<TunerRow>> {
-    let ctx = gpu.context().clone();
-    let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    let compiled = lang::compile(gpu)?;
-    let seed = args.seed.unwrap_or_else(rand::random);
+fn run(s: &mut Session, args: &Args) -> Res<Vec<TunerRow>> {
     println!(
-        "- seed {seed}, {} timed launches per candidate; decisions in {:?}",
+        "- seed {}, {} timed launches per candidate; decisions in {:?}",
+        s.meta.seed,
         args.reps,
         AutoTuner::global().decisions().path()
     );
-    let mut env = Env {
-        stream: gpu.stream().clone(),
-        sms: sms as u32,
-    };
-    let mut rng = StdRng::seed_from_u64(seed);
+    let (ctx, env) = (&s.ctx, &mut s.env);
+    let mut rng = StdRng::seed_from_u64(s.meta.seed);
     let mut rows = Vec::new();
     for (name, make) in kernels() {
-        if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
+        if !session::selected(&args.only, name) {
             continue;
         }
-        let mut b = make(&env, &mut rng, args.scale)?;
+        let mut b = make(env, &mut rng, args.scale)?;
         let row = if name == "chase" {
             tuner::measure_hand(
-                &mut env,
+                env,
                 b.as_mut(),
-                &compiled.langs[0],
+                &s.compiled.langs[0],
                 &CHASE_ENTRIES,
                 args.reps,
-                &ctx,
+                ctx,
             )?
         } else {
-            tuner::measure_typed(&mut env, b.as_mut(), args.reps, &ctx, args.retune)?
+            tuner::measure_typed(env, b.as_mut(), args.reps, ctx, args.retune)?
         };
         println!(
             "{name}: {} candidates, best {} {:.4} ms, plain {:.4} ms, tuned {} {:.4} ms after {} \

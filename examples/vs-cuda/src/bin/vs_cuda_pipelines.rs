@@ -16,19 +16,14 @@ use std::time::Instant;
 
 use clap::builder::PossibleValuesParser;
 use clap::Parser;
-use cudarc::driver::sys;
-use lookahead::Gpu;
 use lookahead_bench::args::{at_least, float_range, Validate};
-use lookahead_bench::header::RunHeader;
-use lookahead_bench::output::OutDir;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use vs_cuda::bench::Env;
 use vs_cuda::pipelines::{self, PipeMeta, PIPE_BENCHES};
-use vs_cuda::report::Meta;
 use vs_cuda::run::Reps;
-use vs_cuda::{lang, Res};
+use vs_cuda::session::{self, Session};
+use vs_cuda::Res;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -60,47 +55,22 @@ impl Validate for Args {}
 fn main() -> ExitCode {
     let args: Args = lookahead_bench::args::parse();
     lookahead_bench::exit_code(
-        start(&args),
+        run(&args).map(session::verdict),
         "Nothing was run, compiled by NVRTC or checked.",
     )
 }
 
-fn start(args: &Args) -> Res<bool> {
-    let out = OutDir::create(&args.out)?;
-    let gpu = Gpu::new(0)?;
-    let ok = run(&gpu, args, &out)?;
-    if !ok {
-        eprintln!("some checks FAILED (see above)");
-    }
-    Ok(ok)
-}
-
-fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
-    let ctx = gpu.context().clone();
-    let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    let cc = gpu.compute_capability();
-    let compiled = lang::compile(gpu)?;
-    let seed = args.seed.unwrap_or_else(rand::random);
-    let mut env = Env {
-        stream: gpu.stream().clone(),
-        sms: sms as u32,
-    };
+fn run(args: &Args) -> Res<bool> {
     let reps = Reps {
         timed: args.reps,
         warmup: args.warmup,
     };
+    let mut s = Session::open(&args.out, args.seed, reps)?;
+    let (cc, seed) = (s.gpu.compute_capability(), s.meta.seed);
     let m = PipeMeta {
-        meta: Meta {
-            header: RunHeader::for_gpu(gpu)?,
-            rust_ptx: compiled.rust_desc.clone(),
-            cuda_ptx: compiled.cuda_desc.clone(),
-            nvrtc: compiled.nvrtc.clone(),
-            seed,
-            reps: args.reps,
-            warmup: args.warmup,
-        },
-        copy_gbps: pipelines::copy_rate(&env, reps)?,
-        peak_gflops: pipelines::fp32_peak(&ctx, cc)?,
+        meta: s.meta.clone(),
+        copy_gbps: pipelines::copy_rate(&s.env, reps)?,
+        peak_gflops: pipelines::fp32_peak(&s.ctx, cc)?,
     };
     println!("vs_cuda_pipelines: pipelined kernels, Rust-built PTX versus CUDA C++ twins");
     print!("{}", m.meta.header.markdown());
@@ -111,29 +81,29 @@ fn run(gpu: &Gpu, args: &Args, out: &OutDir) -> Res<bool> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut rows = Vec::new();
     for (name, make) in PIPE_BENCHES {
-        if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
+        if !session::selected(&args.only, name) {
             continue;
         }
         let started = Instant::now();
-        let mut b = make(&env, &mut rng, args.scale)?;
+        let mut b = make(&s.env, &mut rng, args.scale)?;
         println!(
             "{name}: inputs ready in {:.1} s, {:.0} MB moved per launch at least",
             started.elapsed().as_secs_f64(),
             b.bytes() / 1e6
         );
         rows.extend(pipelines::run_pipe_bench(
-            &mut env,
+            &mut s.env,
             b.as_mut(),
-            &compiled.langs,
+            &s.compiled.langs,
             reps,
-            &ctx,
+            &s.ctx,
             cc,
         )?);
     }
-    pipelines::write_outputs(out, &m, &rows)?;
+    pipelines::write_outputs(&s.out, &m, &rows)?;
     println!(
         "wrote {}/vs_cuda_pipelines.{{md,csv}}; {} of {} entries pass their checks in both languages",
-        out.path().display(),
+        s.out.path().display(),
         rows.iter().filter(|r| r.ok).count(),
         rows.len()
     );
