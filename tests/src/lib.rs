@@ -20,6 +20,21 @@ pub mod rust_cuda_kernels_ptx {
     include!(concat!(env!("OUT_DIR"), "/rust_cuda_kernels_ptx.rs"));
 }
 
+/// The module of `modules` (one of the `*_ptx::PTX` lists) built for sm_`cc`.
+pub fn module_for(modules: &'static [(u32, &'static str)], cc: u32) -> &'static str {
+    modules
+        .iter()
+        .find(|(a, _)| *a == cc)
+        .unwrap_or_else(|| panic!("no sm_{cc} module"))
+        .1
+}
+
+/// The body of entry `kernel` in the sm_`cc` module of `modules`.
+pub fn entry_in(modules: &'static [(u32, &'static str)], cc: u32, kernel: &str) -> &'static str {
+    lookahead_builder::ptx::entry_body(module_for(modules, cc), kernel)
+        .unwrap_or_else(|| panic!("sm_{cc} lacks {kernel}"))
+}
+
 /// `n` values in [-1, 1) from a xorshift generator seeded with `seed`: the GPU tests' inputs,
 /// reproducible from the seed.
 pub fn input(seed: u32, n: usize) -> Vec<f32> {

@@ -6,10 +6,7 @@ use lookahead_builder::{ptx, CudaTools};
 use lookahead_tests::demo_kernels_ptx::{PTX, PTX_TOOLCHAIN};
 
 fn module(cc: u32) -> &'static str {
-    PTX.iter()
-        .find(|(a, _)| *a == cc)
-        .unwrap_or_else(|| panic!("no sm_{cc} module"))
-        .1
+    lookahead_tests::module_for(PTX, cc)
 }
 
 #[test]
@@ -44,7 +41,7 @@ fn every_kernel_has_an_entry_and_nothing_is_unresolved() {
 }
 
 fn body(cc: u32, kernel: &str) -> &'static str {
-    ptx::entry_body(module(cc), kernel).unwrap_or_else(|| panic!("sm_{cc} lacks {kernel}"))
+    lookahead_tests::entry_in(PTX, cc, kernel)
 }
 
 #[test]

@@ -11,14 +11,11 @@ use lookahead_tests::ptx_kernels_ptx::PTX;
 const ARCHS: [u32; 3] = [70, 80, 90];
 
 fn module(cc: u32) -> &'static str {
-    PTX.iter()
-        .find(|(a, _)| *a == cc)
-        .unwrap_or_else(|| panic!("no sm_{cc} module"))
-        .1
+    lookahead_tests::module_for(PTX, cc)
 }
 
 fn body(cc: u32, kernel: &str) -> &'static str {
-    ptx::entry_body(module(cc), kernel).unwrap_or_else(|| panic!("sm_{cc} lacks {kernel}"))
+    lookahead_tests::entry_in(PTX, cc, kernel)
 }
 
 /// `needle` occurs inside a loop of `kernel` on `cc`.

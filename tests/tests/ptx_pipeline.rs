@@ -9,14 +9,11 @@ use lookahead_tests::ptx_kernels_ptx::PTX;
 use ptx_kernels::pipeline::{SM80_KERNELS, SM90_KERNELS};
 
 fn module(cc: u32) -> &'static str {
-    PTX.iter()
-        .find(|(a, _)| *a == cc)
-        .unwrap_or_else(|| panic!("no sm_{cc} module"))
-        .1
+    lookahead_tests::module_for(PTX, cc)
 }
 
 fn body(cc: u32, kernel: &str) -> &'static str {
-    ptx::entry_body(module(cc), kernel).unwrap_or_else(|| panic!("sm_{cc} lacks {kernel}"))
+    lookahead_tests::entry_in(PTX, cc, kernel)
 }
 
 const CG: &str = "cp.async.cg.shared.global [";

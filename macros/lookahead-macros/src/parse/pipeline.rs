@@ -148,18 +148,8 @@ fn options(attr: &Attribute) -> syn::Result<Options> {
     };
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
     let (mut into_, mut stages_, mut copy_, mut of) = (None, None, None, None);
-    let mut seen: Vec<String> = Vec::new();
-    for meta in &metas {
-        let key = meta
-            .path()
-            .get_ident()
-            .map(|i| i.to_string())
-            .unwrap_or_default();
-        if seen.contains(&key) {
-            return Err(syn::Error::new(meta.span(), format!("`{key}` given twice")));
-        }
-        seen.push(key.clone());
-        match (key.as_str(), meta) {
+    for (key, meta) in super::keyed_options(metas)? {
+        match (key.as_str(), &meta) {
             ("into", Meta::NameValue(nv)) => into_ = Some(into(&nv.value)?),
             ("stages", Meta::NameValue(nv)) => stages_ = Some(stages(&nv.value)?),
             ("copy", Meta::NameValue(nv)) => copy_ = Some(copy(&nv.value)?),

@@ -229,17 +229,7 @@ pub fn parse_options(attr: &Attribute) -> syn::Result<LoopOptions> {
             ))
         }
     };
-    let mut seen: Vec<String> = Vec::new();
-    for meta in metas {
-        let key = meta
-            .path()
-            .get_ident()
-            .map(|i| i.to_string())
-            .unwrap_or_default();
-        if seen.contains(&key) {
-            return Err(syn::Error::new(meta.span(), format!("`{key}` given twice")));
-        }
-        seen.push(key.clone());
+    for (key, meta) in super::keyed_options(metas)? {
         parse_option(&mut o, &key, meta)?;
     }
     check_combinations(&o)?;
