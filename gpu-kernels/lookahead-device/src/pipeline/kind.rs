@@ -201,13 +201,18 @@ unsafe fn cp_async_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
         4 | 12 => 4,
         _ => return sync_rows(c, row),
     };
-    let per_row = c.row_bytes / unit;
-    let total = c.rows * per_row;
-    let mut i = c.rank as usize;
-    while i < total {
-        let (r, k) = (i / per_row, i % per_row);
-        let s = row(r) as usize + k * unit;
-        let d = (c.dst + r * c.row_bytes + k * unit) as *mut u8;
+    // A piece's row and column advance by the block's size each step: the 64-bit division
+    // of an index by the pieces per row is done once here, not for every piece.
+    let per_row = (c.row_bytes / unit) as u32;
+    if per_row == 0 {
+        return;
+    }
+    let (rows, step) = (c.rows as u32, c.threads);
+    let (step_r, step_k) = (step / per_row, step % per_row);
+    let (mut r, mut k) = (c.rank / per_row, c.rank % per_row);
+    while r < rows {
+        let s = row(r as usize) as usize + k as usize * unit;
+        let d = (c.dst + r as usize * c.row_bytes + k as usize * unit) as *mut u8;
         // `d` is aligned to `unit`; the source is checked here.
         if s % unit == 0 {
             match unit {
@@ -226,7 +231,12 @@ unsafe fn cp_async_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
                 (d as *mut T).add(e).write((s as *const T).add(e).read());
             }
         }
-        i += c.threads as usize;
+        r += step_r;
+        k += step_k;
+        if k >= per_row {
+            k -= per_row;
+            r += 1;
+        }
     }
 }
 
