@@ -301,15 +301,17 @@ mod tests {
 
     #[test]
     fn a_stack_too_small_to_run_a_thread_is_refused() {
+        // Boxed as `lookahead::Error::Emulator` boxes it: the report is large.
         let run = |bytes| {
             Emulator::new()
                 .stack_size(bytes)
                 .run("k", [2, 1, 1], [32, 1, 1], &|| {})
+                .map_err(Box::new)
         };
         let e = run(0).unwrap_err();
         assert!(
             matches!(
-                e,
+                *e,
                 EmuError::StackTooSmall {
                     bytes: 0,
                     min: MIN_STACK_SIZE,
