@@ -66,6 +66,17 @@ const AUTO_DISTANCES: [u64; 5] = [1, 2, 4, 8, 16];
 /// `distance = N`: an integer literal from 1 to [`MAX_DISTANCE`].
 fn parse_distance(value: &Expr) -> syn::Result<usize> {
     let span = value.span();
+    if is_negative(value) {
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "`distance = {}`: a distance counts iterations ahead of the current one, so it \
+                 is at least 1 (a loop cannot prefetch for iterations it has already run); \
+                 write 1 to {MAX_DISTANCE}, 2 to 16 being typical",
+                shown(value)
+            ),
+        ));
+    }
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Int(i), ..
     }) = value
@@ -91,6 +102,20 @@ fn parse_distance(value: &Expr) -> syn::Result<usize> {
                 i.base10_digits()
             ),
         )),
+    }
+}
+
+/// Whether `value` is a negative number: `-1` (a negation, or a literal syn read with its
+/// sign).
+fn is_negative(value: &Expr) -> bool {
+    match value {
+        Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)),
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_digits().starts_with('-'),
+        Expr::Paren(p) => is_negative(&p.expr),
+        Expr::Group(g) => is_negative(&g.expr),
+        _ => false,
     }
 }
 
