@@ -9,7 +9,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, Ident, ItemFn, Meta, Path, ReturnType, Token};
 
 use super::params::{classify, Param};
-use super::{combine, shown};
+use super::{combine, is_negative, shown};
 use crate::level::Level;
 use crate::rewrite::{self, AutoSummary, Entry};
 
@@ -200,15 +200,7 @@ fn parse_min_len(l: &syn::MetaList, o: &mut Options) -> syn::Result<()> {
             .get_ident()
             .cloned()
             .ok_or_else(|| syn::Error::new(p.path.span(), "write `min_len(param = N)`"))?;
-        let negative = match &p.value {
-            Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)),
-            Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(i),
-                ..
-            }) => i.base10_digits().starts_with('-'),
-            _ => false,
-        };
-        if negative {
+        if is_negative(&p.value) {
             return Err(syn::Error::new(
                 p.value.span(),
                 format!(

@@ -11,6 +11,8 @@ pub mod pipeline;
 pub mod prefetch;
 pub mod shared;
 
+use syn::{Expr, Lit};
+
 /// Every error of `errs` as one (`None` when there is none), so that all are reported.
 pub fn combine(errs: Vec<syn::Error>) -> Option<syn::Error> {
     let mut it = errs.into_iter();
@@ -19,6 +21,20 @@ pub fn combine(errs: Vec<syn::Error>) -> Option<syn::Error> {
         first.combine(e);
     }
     Some(first)
+}
+
+/// Whether `value` is a negative number: `-1` (a negation, or a literal syn read with its
+/// sign).
+pub fn is_negative(value: &Expr) -> bool {
+    match value {
+        Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)),
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_digits().starts_with('-'),
+        Expr::Paren(p) => is_negative(&p.expr),
+        Expr::Group(g) => is_negative(&g.expr),
+        _ => false,
+    }
 }
 
 /// `t` as a message shows it: its tokens without spaces (`x.part(a..b)`), except between

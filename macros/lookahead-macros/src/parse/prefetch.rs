@@ -7,7 +7,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, Expr, Lit, Meta, RangeLimits, Token};
 
-use super::shown;
+use super::{is_negative, shown};
 use crate::level::{self, Level};
 
 /// How many iterations ahead a loop fetches.
@@ -102,20 +102,6 @@ fn parse_distance(value: &Expr) -> syn::Result<usize> {
                 i.base10_digits()
             ),
         )),
-    }
-}
-
-/// Whether `value` is a negative number: `-1` (a negation, or a literal syn read with its
-/// sign).
-fn is_negative(value: &Expr) -> bool {
-    match value {
-        Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)),
-        Expr::Lit(syn::ExprLit {
-            lit: Lit::Int(i), ..
-        }) => i.base10_digits().starts_with('-'),
-        Expr::Paren(p) => is_negative(&p.expr),
-        Expr::Group(g) => is_negative(&g.expr),
-        _ => false,
     }
 }
 
