@@ -103,12 +103,11 @@ impl KernelGen<'_> {
         let d = distance();
         self.auto().then(|| quote!(#d: u32))
     }
-    /// The trait whose unmet bound reports a call of the kernel as a function.
+    /// The trait whose unmet bound reports a call of the kernel as a function. rustc names it
+    /// in a help line, so its name says what to do.
     fn not_callable_trait(&self) -> Ident {
-        format_ident!(
-            "__lookahead_kernel_{}_is_launched_not_called",
-            self.export()
-        )
+        let k = self.export();
+        format_ident!("kernel_{k}_is_launched_with_{k}_launch_not_called")
     }
     /// The constant that only resolves when the kernel is an item of a module.
     pub fn at_module_level(&self) -> Ident {
