@@ -86,11 +86,13 @@ impl KernelGen<'_> {
     pub fn auto(&self) -> bool {
         !self.hinted.is_empty()
     }
+    /// The body as a plain function. rustc may name it in an error about the kernel (a
+    /// constant that fails to evaluate in it), so the name reads as what it is.
     pub fn body_fn(&self) -> Ident {
-        format_ident!("__lookahead_kernel_body_{}", self.export())
+        format_ident!("kernel_body_of_{}", self.export())
     }
     pub fn level_body_fn(&self, level: Level) -> Ident {
-        format_ident!("__lookahead_kernel_body_{}", self.level_export(level))
+        format_ident!("kernel_body_of_{}", self.level_export(level))
     }
     /// Every entry's name: `NAME`, then one per candidate level.
     pub fn exports(&self) -> Vec<String> {
