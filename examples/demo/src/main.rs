@@ -17,7 +17,7 @@ use cudarc::driver::CudaSlice;
 use lookahead::emu::Emulator;
 use lookahead::launch::LaunchConfig;
 use lookahead::{DriverContext, Error, Gpu, ManagedBuffer};
-use lookahead_bench::args::{at_least, Validate};
+use lookahead_bench::args::{at_least, host_memory_for, Validate};
 use lookahead_bench::exact_sum::{self, SumInput};
 use rand::{Rng, SeedableRng};
 
@@ -38,7 +38,18 @@ struct Args {
     gpu: bool,
 }
 
-impl Validate for Args {}
+/// Host memory the demo holds per element at its peak: inputs, outputs read back and, on
+/// the emulator, the buffers' own copies (ten `f32` vectors of `n`).
+const HOST_BYTES_PER_ELEMENT: u64 = 40;
+
+impl Validate for Args {
+    fn validate(&self) -> Result<(), String> {
+        match self.n {
+            Some(n) => host_memory_for("--n", n as u64, HOST_BYTES_PER_ELEMENT),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Where the kernels run.
 enum Device {
@@ -342,6 +353,21 @@ mod tests {
         let ok = try_parse::<Args>(&["--n", "1000", "--emulator"]).unwrap();
         assert_eq!((ok.n, ok.emulator, ok.gpu), (Some(1000), true, false));
         assert!(try_parse::<Args>(&["--gpu", "--emulator"]).is_err());
+    }
+
+    #[test]
+    fn a_size_too_large_for_host_memory_is_refused_with_the_flag_named() {
+        for n in ["100000000000", "18446744073709551615"] {
+            let e = try_parse::<Args>(&["--n", n]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--n {n}: needs")) && e.contains("use a smaller --n"),
+                "{e}"
+            );
+        }
+        let e = try_parse::<Args>(&["--n", "18446744073709551616"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is too large for this option"), "{e}");
     }
 
     /// On the emulator's default size (1M) and the reduction's grid (1024 blocks of 256

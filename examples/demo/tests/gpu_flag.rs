@@ -27,3 +27,22 @@ fn gpu_flag_never_falls_back_to_the_emulator() {
         );
     }
 }
+
+/// A size whose vectors cannot fit in host memory is refused with the flag named and exit
+/// status 2, before anything is allocated (not "memory allocation failed" or "capacity
+/// overflow").
+#[test]
+fn a_size_too_large_is_refused_before_allocating() {
+    for n in ["100000000000", "18446744073709551615"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_demo"))
+            .args(["--emulator", "--n", n])
+            .output()
+            .expect("starting demo");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(
+            text.contains(&format!("--n {n}: needs")) && text.contains("use a smaller --n"),
+            "{text}"
+        );
+    }
+}

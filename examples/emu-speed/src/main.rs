@@ -80,6 +80,15 @@ fn run(args: &Args) -> Res<bool> {
 
 /// The folder of the file `path` (created and checked for writing) and the file's name.
 fn out_file(path: &Path) -> Res<(OutDir, String)> {
+    // Checked now: writing the table over a folder would fail only after every measurement.
+    if path.is_dir() {
+        return Err(format!(
+            "--out {}: is a folder; give the file to write, e.g. {}",
+            path.display(),
+            path.join("emulator_speed.md").display()
+        )
+        .into());
+    }
     let name = path
         .file_name()
         .ok_or_else(|| format!("--out {}: expected a file name", path.display()))?;
@@ -226,6 +235,12 @@ mod tests {
         let (out, name) = out_file(&dir.join("speed.md")).unwrap();
         assert_eq!((out.path(), name.as_str()), (dir.as_path(), "speed.md"));
         assert!(out_file(Path::new("/")).is_err());
+        let e = out_file(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("is a folder; give the file to write, e.g.")
+                && e.ends_with("emulator_speed.md"),
+            "{e}"
+        );
         let (here, _) = out_file(Path::new("speed.md")).unwrap();
         assert_eq!(here.path(), Path::new("."));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -46,9 +46,23 @@ struct Args {
     gpu: bool,
 }
 
+/// Host memory the program holds per element at its peak: the input floats and bytes, the
+/// output, its CPU reference and a staging copy.
+const HOST_BYTES_PER_ELEMENT: u64 = 21;
+
 fn parse_args() -> Result<Args> {
     use clap::Parser;
-    Ok(Args::try_parse().unwrap_or_else(|e| e.exit()))
+    let args = Args::try_parse().unwrap_or_else(|e| e.exit());
+    check_size(&args)?;
+    Ok(args)
+}
+
+/// Refuses an `--n` whose vectors cannot fit in host memory before anything is allocated.
+fn check_size(args: &Args) -> Result<()> {
+    if let Some(n) = args.n {
+        lookahead_bench::args::host_memory_for("--n", n, HOST_BYTES_PER_ELEMENT)?;
+    }
+    Ok(())
 }
 
 /// One run's inputs.
@@ -308,5 +322,19 @@ mod tests {
         let ok = Args::try_parse_from(["lookahead-newcomer", "--n", "7", "--emulator"]).unwrap();
         assert_eq!((ok.n, ok.emulator, ok.gpu), (Some(7), true, false));
         assert!(Args::try_parse_from(["lookahead-newcomer", "--gpu", "--emulator"]).is_err());
+    }
+
+    #[test]
+    fn a_size_too_large_for_host_memory_is_refused_with_the_flag_named() {
+        for n in ["100000000000", "18446744073709551615"] {
+            let args = Args::try_parse_from(["lookahead-newcomer", "--n", n]).unwrap();
+            let e = check_size(&args).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--n {n}: needs")) && e.contains("use a smaller --n"),
+                "{e}"
+            );
+        }
+        let args = Args::try_parse_from(["lookahead-newcomer", "--n", "1000"]).unwrap();
+        assert!(check_size(&args).is_ok());
     }
 }

@@ -50,3 +50,21 @@ fn rejects_bad_arguments() {
     assert!(!ok, "{text}");
     assert!(text.contains("error:"), "{text}");
 }
+
+/// A size whose vectors cannot fit in host memory is refused with the flag named, before
+/// anything is allocated (not "memory allocation failed" or "capacity overflow").
+#[test]
+fn a_size_too_large_is_refused_before_allocating() {
+    for n in ["100000000000", "18446744073709551615"] {
+        let (ok, text) = run(&["--emulator", "--n", n]);
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains(&format!("error: --n {n}: needs")) && text.contains("use a smaller --n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("allocation") && !text.contains("overflow"),
+            "{text}"
+        );
+    }
+}

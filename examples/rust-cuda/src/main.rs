@@ -288,6 +288,17 @@ fn main() -> Result<()> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
+    // cudarc panics when it cannot load the driver library: say what is missing instead,
+    // with the exit status Lookahead's programs give for "no GPU".
+    // SAFETY: only tries to dlopen the library.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        println!(
+            "No CUDA GPU here: no CUDA driver found (libcuda.so could not be loaded). These \
+             kernels run on a GPU; the checks that need none run with `cargo test -p \
+             rust-cuda-example`."
+        );
+        std::process::exit(2);
+    }
     let ctx = CudaContext::new(0)?;
     let gpu = Gpu {
         stream: ctx.default_stream(),

@@ -28,7 +28,9 @@ impl<T, const N: usize> Clone for SharedArray<T, N> {
 }
 impl<T, const N: usize> Copy for SharedArray<T, N> {}
 
-impl<T: Copy, const N: usize> SharedArray<T, N> {
+// Without the `Copy` bound, so that `shared_array!` of another type fails only on the
+// macro's own check, which names the element type.
+impl<T, const N: usize> SharedArray<T, N> {
     /// Wraps the generic address of a `.shared` array (`shared_array!` calls this).
     ///
     /// # Safety
@@ -38,7 +40,9 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     pub unsafe fn from_generic_ptr(ptr: *mut T) -> Self {
         SharedArray { ptr }
     }
+}
 
+impl<T: Copy, const N: usize> SharedArray<T, N> {
     /// Number of elements, `N`.
     #[inline(always)]
     pub const fn len(&self) -> usize {

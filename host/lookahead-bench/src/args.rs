@@ -74,6 +74,63 @@ pub fn at_most<T: PartialOrd + Display>(
     Ok(())
 }
 
+/// Checks that `path`, the value of `flag`, is a file this process can open for reading, so
+/// a program that needs a GPU refuses a missing input before looking for one: `--fvecs
+/// /nonexistent: cannot be read (No such file or directory (os error 2))`.
+pub fn readable_file(flag: &str, path: &std::path::Path) -> Result<(), String> {
+    let shown = path.display();
+    match std::fs::File::open(path).and_then(|f| f.metadata()) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(format!("{flag} {shown}: expected a file, found a folder")),
+        Err(e) => Err(format!("{flag} {shown}: cannot be read ({e})")),
+    }
+}
+
+/// Checks that `n` elements of `bytes_each` bytes of host memory (what a program holds per
+/// element at its peak) fit in the memory this machine has available, so a size too large
+/// is refused with the flag named instead of aborting in the allocator ("memory allocation
+/// failed", "capacity overflow"):
+///
+/// ```
+/// let e = lookahead_bench::args::host_memory_for("--n", u64::MAX, 40).unwrap_err();
+/// assert!(e.starts_with("--n 18446744073709551615: needs more than"), "{e}");
+/// ```
+pub fn host_memory_for(flag: &str, n: u64, bytes_each: u64) -> Result<(), String> {
+    check_host_bytes(flag, n, bytes_each, available_host_bytes())
+}
+
+/// [`host_memory_for`] against `available` bytes (unknown: only overflow is refused).
+fn check_host_bytes(
+    flag: &str,
+    n: u64,
+    bytes_each: u64,
+    available: Option<u64>,
+) -> Result<(), String> {
+    // Beyond `isize::MAX` bytes no allocation can succeed, whatever the machine.
+    let limit = available.map_or(isize::MAX as u64, |a| a.min(isize::MAX as u64));
+    match n.checked_mul(bytes_each) {
+        Some(bytes) if bytes <= limit => Ok(()),
+        Some(bytes) => Err(format!(
+            "{flag} {n}: needs {bytes} bytes of host memory ({bytes_each} bytes an element) and \
+             {limit} are available: use a smaller {flag}"
+        )),
+        None => Err(format!(
+            "{flag} {n}: needs more than {} bytes of host memory ({bytes_each} bytes an \
+             element): use a smaller {flag}",
+            u64::MAX
+        )),
+    }
+}
+
+/// The host memory available for new allocations (Linux: `MemAvailable` of
+/// `/proc/meminfo`), or `None` where it cannot be read.
+fn available_host_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// A value parser for a whole number of at least `min`:
 /// `#[arg(long, value_parser = at_least(1usize))]`.
 pub fn at_least<T>(min: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
@@ -100,13 +157,24 @@ fn whole<T: FromStr + PartialOrd + Display + Copy>(
     max: Option<T>,
 ) -> Result<T, String> {
     let ok = |v: &T| *v >= min && max.is_none_or(|m| *v <= m);
-    match s.trim().parse::<T>() {
+    let expected = match max {
+        Some(max) => format!("expected a whole number from {min} to {max}"),
+        None => format!("expected a whole number of at least {min}"),
+    };
+    let t = s.trim();
+    match t.parse::<T>() {
         Ok(v) if ok(&v) => Ok(v),
-        _ => Err(match max {
-            Some(max) => format!("expected a whole number from {min} to {max}"),
-            None => format!("expected a whole number of at least {min}"),
-        }),
+        // Digits the type cannot hold: say so, rather than the lower bound it does meet.
+        Err(_) if is_whole(t.strip_prefix('+').unwrap_or(t)) => {
+            Err(format!("{t} is too large for this option"))
+        }
+        _ => Err(expected),
     }
+}
+
+/// Whether `s` is one or more decimal digits.
+fn is_whole(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A value parser for a finite number greater than `above` and, with `at_most`, no greater
@@ -208,7 +276,57 @@ mod tests {
         );
         let e = error(&["--dim", "x"]);
         assert!(e.contains("from 1 to 128"), "{e}");
+        let e = error(&["--reps", "99999999999999999999999"]);
+        assert!(
+            e.contains("99999999999999999999999 is too large for this option")
+                && !e.contains("at least"),
+            "{e}"
+        );
+        let e = error(&["--dim", "4294967296"]);
+        assert!(e.contains("4294967296 is too large"), "{e}");
+        let e = error(&["--reps", "-99999999999999999999999"]);
+        assert!(!e.contains("too large") && e.contains("at least 1"), "{e}");
         let e = error(&["--dim", "4"]);
         assert!(e.contains("--reps 5: expected at most --dim (4)"), "{e}");
+    }
+
+    #[test]
+    fn sizes_are_checked_against_host_memory() {
+        assert_eq!(check_host_bytes("--n", 1000, 40, Some(40_000)), Ok(()));
+        let e = check_host_bytes("--n", 1001, 40, Some(40_000)).unwrap_err();
+        assert_eq!(
+            e,
+            "--n 1001: needs 40040 bytes of host memory (40 bytes an element) and 40000 are \
+             available: use a smaller --n"
+        );
+        let e = check_host_bytes("--n", u64::MAX, 4, None).unwrap_err();
+        assert!(
+            e.contains("needs more than 18446744073709551615 bytes"),
+            "{e}"
+        );
+        // Unknown memory: still nothing past what an allocation can be.
+        assert!(check_host_bytes("--n", 1 << 62, 4, None).is_err());
+        assert_eq!(check_host_bytes("--n", 1 << 20, 4, None), Ok(()));
+        // This machine's own memory: 400 GB for 1e11 floats is refused before any allocation.
+        let e = host_memory_for("--n", 100_000_000_000, 40).unwrap_err();
+        assert!(e.contains("use a smaller --n"), "{e}");
+        assert_eq!(host_memory_for("--n", 1000, 40), Ok(()));
+    }
+
+    #[test]
+    fn an_input_file_must_be_readable() {
+        let missing = std::path::Path::new("/nonexistent/base.fvecs");
+        let e = readable_file("--fvecs", missing).unwrap_err();
+        assert!(
+            e.starts_with("--fvecs /nonexistent/base.fvecs: cannot be read ("),
+            "{e}"
+        );
+        let dir = std::env::temp_dir();
+        let e = readable_file("--fvecs", &dir).unwrap_err();
+        assert!(e.ends_with("expected a file, found a folder"), "{e}");
+        let file = dir.join(format!("lookahead_bench_readable_{}", std::process::id()));
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(readable_file("--fvecs", &file), Ok(()));
+        std::fs::remove_file(&file).unwrap();
     }
 }

@@ -84,6 +84,35 @@ pub enum CacheError {
 /// What this crate returns.
 pub type Result<T> = std::result::Result<T, CacheError>;
 
+/// Lets `?` pass a cache's error on in a function returning [`lookahead::Result`]:
+///
+/// ```no_run
+/// use lookahead_cache::{CacheConfig, HostCache};
+/// fn run(gpu: &lookahead::Gpu, rows: &[f32]) -> lookahead::Result<()> {
+///     let cache = HostCache::new(gpu, rows, CacheConfig::new(4096, 64))?;
+///     println!("{:?}", cache.stats()?);
+///     Ok(())
+/// }
+/// ```
+///
+/// A GPU error is passed on as it is; the others keep the cache's words (what to change) as
+/// an [`lookahead::Error::InvalidArgument`] of `HostCache`, or an [`lookahead::Error::Io`].
+impl From<CacheError> for lookahead::Error {
+    fn from(e: CacheError) -> Self {
+        match e {
+            CacheError::Gpu(e) => e,
+            CacheError::Io { path, source } => lookahead::Error::Io {
+                what: format!("reading {path}"),
+                source,
+            },
+            other => lookahead::Error::InvalidArgument {
+                call: "HostCache",
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
 /// Which slot a miss takes when every slot holds a page: the hand goes round the slots, and
 /// takes the first unpinned one its policy lets go. The default, `CountedClock { max: 4 }`,
 /// loaded 10% fewer bytes than CLOCK and ran 7-13% faster on the Zipf-popular IVF list scan
@@ -653,5 +682,48 @@ mod tests {
         assert_eq!(a.since(&a), CacheStats::default());
         assert_eq!(a.gb_per_s(1e-6), 4.096);
         assert_eq!(CacheStats::default().hit_rate(), 0.0);
+    }
+
+    #[test]
+    fn cache_errors_convert_into_the_runtime_error_keeping_their_words() {
+        fn open(e: CacheError) -> lookahead::Result<()> {
+            Err(e)?
+        }
+        let e = open(CacheError::DoesNotFit {
+            cache_bytes: 10,
+            free_bytes: 4,
+            reserve_bytes: 1,
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                lookahead::Error::InvalidArgument {
+                    call: "HostCache",
+                    ..
+                }
+            ) && e.to_string().contains("use fewer or smaller slots"),
+            "{e}"
+        );
+        let e = open(CacheError::Config {
+            reason: "slots = 0".into(),
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "HostCache: invalid cache configuration: slots = 0"
+        );
+        let e = open(CacheError::Io {
+            path: "/x".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&e, lookahead::Error::Io { what, .. } if what == "reading /x"),
+            "{e}"
+        );
+        let gpu = lookahead::Error::NoDriver;
+        let e = open(CacheError::Gpu(gpu)).unwrap_err();
+        assert!(matches!(e, lookahead::Error::NoDriver), "{e}");
     }
 }

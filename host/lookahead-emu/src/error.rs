@@ -209,6 +209,21 @@ pub enum EmuError {
         /// Threads still runnable (spinning).
         running: ThreadSet,
     },
+    /// The stack per emulated thread (`Emulator::stack_size`) is too small to run a thread
+    /// on; refused before any thread starts.
+    #[error(
+        "kernel `{kernel}` not run: the emulator's stack per thread is {bytes} bytes \
+         (`Emulator::stack_size`), less than the {min} bytes it needs to run a thread; give it \
+         at least that (the default, `DEFAULT_STACK_SIZE`, is 1 MiB)"
+    )]
+    StackTooSmall {
+        /// The kernel.
+        kernel: &'static str,
+        /// The stack size asked for.
+        bytes: usize,
+        /// The least the emulator accepts ([`crate::MIN_STACK_SIZE`]).
+        min: usize,
+    },
 }
 
 /// What an [`EmuError::AsyncCopy`] found.

@@ -65,6 +65,11 @@ impl Default for Emulator {
 /// mapped lazily, so only the pages a thread touches cost memory.
 pub const DEFAULT_STACK_SIZE: usize = 1024 * 1024;
 
+/// The least stack per emulated GPU thread a launch accepts. A thread's stack also holds the
+/// emulator's own frames, and debug builds keep every local of a kernel on it, so a stack
+/// of a few pages (or none) would overflow in almost any kernel.
+pub const MIN_STACK_SIZE: usize = 64 * 1024;
+
 /// Default time a block may go without progress (no thread returning, no barrier or warp
 /// operation passing) before the launch is reported as hanging; `LOOKAHEAD_EMU_WATCHDOG_S`
 /// sets another.
@@ -115,7 +120,8 @@ impl Emulator {
     }
 
     /// Stack size of each emulated GPU thread (default [`DEFAULT_STACK_SIZE`]). A thread that
-    /// overflows it ends the process with a message naming the kernel, block and thread.
+    /// overflows it ends the process with a message naming the kernel, block and thread; a
+    /// launch with less than [`MIN_STACK_SIZE`] is refused ([`EmuError::StackTooSmall`]).
     pub fn stack_size(self, bytes: usize) -> Self {
         self.with(|c| c.stack_size = bytes)
     }
@@ -174,6 +180,14 @@ impl Emulator {
         block_dim: [u32; 3],
         entry: &(dyn Fn() + Sync),
     ) -> Result<(), EmuError> {
+        let bytes = self.inner.config.stack_size;
+        if bytes < MIN_STACK_SIZE {
+            return Err(EmuError::StackTooSmall {
+                kernel,
+                bytes,
+                min: MIN_STACK_SIZE,
+            });
+        }
         let blocks = grid_dim.iter().map(|&d| d as u64).product::<u64>();
         if blocks == 0 || block_dim.contains(&0) {
             return Ok(());
@@ -280,3 +294,40 @@ impl Emulator {
 
 /// A block's linear index and its failure or prefetch records.
 type Outcome = (u64, Result<Vec<PrefetchRecord>, Failure>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_too_small_to_run_a_thread_is_refused() {
+        // Boxed as `lookahead::Error::Emulator` boxes it: the report is large.
+        let run = |bytes| {
+            Emulator::new()
+                .stack_size(bytes)
+                .run("k", [2, 1, 1], [32, 1, 1], &|| {})
+                .map_err(Box::new)
+        };
+        let e = run(0).unwrap_err();
+        assert!(
+            matches!(
+                *e,
+                EmuError::StackTooSmall {
+                    bytes: 0,
+                    min: MIN_STACK_SIZE,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("kernel `k` not run")
+                && text.contains("is 0 bytes (`Emulator::stack_size`)")
+                && text.contains(&format!("the {MIN_STACK_SIZE} bytes")),
+            "{text}"
+        );
+        assert!(run(MIN_STACK_SIZE - 1).is_err());
+        run(MIN_STACK_SIZE).unwrap();
+    }
+}

@@ -75,6 +75,6 @@ mod watchdog;
 
 pub use copies::Landing;
 pub use error::{AsyncMisuse, EmuError, ThreadSet};
-pub use grid::{Emulator, DEFAULT_STACK_SIZE, DEFAULT_WATCHDOG};
+pub use grid::{Emulator, DEFAULT_STACK_SIZE, DEFAULT_WATCHDOG, MIN_STACK_SIZE};
 pub use trace::{Instruction, PrefetchRecord};
 pub use warp::{ShuffleMode, WarpOp};

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use lookahead::Gpu;
-use lookahead_bench::args::{at_least, at_most, in_range, Validate};
+use lookahead_bench::args::{at_least, at_most, in_range, readable_file, Validate};
 use lookahead_bench::stats::{quantile, Summary};
 use lookahead_ivf::data::{read_fvecs, Clusters, Vectors};
 use lookahead_ivf::gpu::{GpuIndex, SearchOutcome, SearchParams};
@@ -64,9 +64,15 @@ struct Args {
     runs: usize,
 }
 
+// Everything that can be checked without the GPU is, so a bad command line fails at once,
+// on a machine with a GPU or without.
 impl Validate for Args {
     fn validate(&self) -> Result<(), String> {
-        at_most("--nprobe", self.nprobe, "--nlist", self.nlist)
+        at_most("--nprobe", self.nprobe, "--nlist", self.nlist)?;
+        match &self.fvecs {
+            Some(path) => readable_file("--fvecs", path),
+            None => at_most("--nlist", self.nlist, "--vectors", self.vectors),
+        }
     }
 }
 
@@ -293,6 +299,34 @@ mod tests {
             e.contains("--nprobe 8: expected at most --nlist (4)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn arguments_are_checked_before_the_gpu_is_looked_for() {
+        for (args, want) in [
+            (
+                &["--fvecs", "/nonexistent"][..],
+                "--fvecs /nonexistent: cannot be read (",
+            ),
+            (
+                &["--vectors", "10", "--nlist", "1000"],
+                "--nlist 1000: expected at most --vectors (10)",
+            ),
+            (
+                &["--nlist", "8", "--nprobe", "9"],
+                "--nprobe 9: expected at most --nlist (8)",
+            ),
+        ] {
+            let e = try_parse::<Args>(args).unwrap_err().to_string();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+        // --fvecs gives the vectors, so --vectors does not bound --nlist then.
+        let file = std::env::temp_dir().join(format!("ivf_search_args_{}", std::process::id()));
+        std::fs::write(&file, b"").unwrap();
+        let fvecs = file.to_str().unwrap();
+        let a = try_parse::<Args>(&["--fvecs", fvecs, "--vectors", "10", "--nlist", "1000"]);
+        std::fs::remove_file(&file).unwrap();
+        assert!(a.is_ok(), "{a:?}");
     }
 
     #[test]

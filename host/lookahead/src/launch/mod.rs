@@ -173,6 +173,33 @@ impl From<cudarc::driver::LaunchConfig> for LaunchConfig {
     }
 }
 
+/// What a kernel's launcher takes as its configuration: a [`LaunchConfig`] or cudarc's. Its
+/// own trait, rather than `Into<LaunchConfig>`, so that anything else (a tuple, a number)
+/// is refused with a message that says how to write one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a launch configuration",
+    label = "expected a `lookahead::launch::LaunchConfig` here",
+    note = "write `LaunchConfig::for_len(n, 256)` (a thread per element, blocks of 256), \
+            `LaunchConfig::grid_stride(n, 256, blocks)` or `LaunchConfig::new((blocks, 1, 1), \
+            (threads, 1, 1))`"
+)]
+pub trait IntoLaunchConfig {
+    /// The configuration.
+    fn into_launch_config(self) -> LaunchConfig;
+}
+
+impl IntoLaunchConfig for LaunchConfig {
+    fn into_launch_config(self) -> LaunchConfig {
+        self
+    }
+}
+
+impl IntoLaunchConfig for cudarc::driver::LaunchConfig {
+    fn into_launch_config(self) -> LaunchConfig {
+        self.into()
+    }
+}
+
 /// Fails with [`Error::LengthMismatch`] unless every `(name, len)` has the same length.
 pub fn check_same_len(kernel: &'static str, lens: &[(&'static str, usize)]) -> Result<()> {
     match lens.first() {

@@ -86,11 +86,13 @@ impl KernelGen<'_> {
     pub fn auto(&self) -> bool {
         !self.hinted.is_empty()
     }
+    /// The body as a plain function. rustc may name it in an error about the kernel (a
+    /// constant that fails to evaluate in it), so the name reads as what it is.
     pub fn body_fn(&self) -> Ident {
-        format_ident!("__lookahead_kernel_body_{}", self.export())
+        format_ident!("kernel_body_of_{}", self.export())
     }
     pub fn level_body_fn(&self, level: Level) -> Ident {
-        format_ident!("__lookahead_kernel_body_{}", self.level_export(level))
+        format_ident!("kernel_body_of_{}", self.level_export(level))
     }
     /// Every entry's name: `NAME`, then one per candidate level.
     pub fn exports(&self) -> Vec<String> {
@@ -103,12 +105,11 @@ impl KernelGen<'_> {
         let d = distance();
         self.auto().then(|| quote!(#d: u32))
     }
-    /// The trait whose unmet bound reports a call of the kernel as a function.
+    /// The trait whose unmet bound reports a call of the kernel as a function. rustc names it
+    /// in a help line, so its name says what to do.
     fn not_callable_trait(&self) -> Ident {
-        format_ident!(
-            "__lookahead_kernel_{}_is_launched_not_called",
-            self.export()
-        )
+        let k = self.export();
+        format_ident!("kernel_{k}_is_launched_with_{k}_launch_not_called")
     }
     /// The constant that only resolves when the kernel is an item of a module.
     pub fn at_module_level(&self) -> Ident {

@@ -60,7 +60,7 @@ impl KernelGen<'_> {
         let host_params = self.k.params.iter().map(Param::host_param);
         quote! {
             #on: &__On,
-            #cfg: impl ::core::convert::Into<#l::LaunchConfig>,
+            #cfg: impl #l::IntoLaunchConfig,
             #(#host_params),*
         }
     }
@@ -141,7 +141,7 @@ impl KernelGen<'_> {
             (quote!(NAME), quote!())
         };
         quote! {
-            let #cfg: #l::LaunchConfig = #cfg.into();
+            let #cfg: #l::LaunchConfig = #l::IntoLaunchConfig::into_launch_config(#cfg);
             #cfg.check(NAME)?;
             #bounds
             #(#lens)*

@@ -35,9 +35,18 @@ pub fn shared_array(input: &SharedArray) -> TokenStream {
             #too_big
         );
     };
+    // rustc names this function in its error about the element type, so the name says
+    // what is required.
+    let copy_check = quote_spanned! {ty.span()=>
+        const _: () = {
+            fn shared_array_elements_must_be_copy<T: ::core::marker::Copy>() {}
+            let _ = shared_array_elements_must_be_copy::<#ty>;
+        };
+    };
     let d = paths::device();
     quote! {{
         #check
+        #copy_check
         // `global_asm!` is an item: give it a module, so it is not in statement position.
         #[cfg(target_arch = "nvptx64")]
         #[allow(non_snake_case)]

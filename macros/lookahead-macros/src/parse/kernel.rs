@@ -9,7 +9,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, Ident, ItemFn, Meta, Path, ReturnType, Token};
 
 use super::params::{classify, Param};
-use super::{combine, shown};
+use super::{combine, is_negative, shown};
 use crate::level::Level;
 use crate::rewrite::{self, AutoSummary, Entry};
 
@@ -179,23 +179,28 @@ fn parse_launch_bounds(l: &syn::MetaList) -> syn::Result<LaunchBounds> {
 
 /// `min_len(a = N, ..)`: each a slice parameter and a length that is not negative.
 fn parse_min_len(l: &syn::MetaList, o: &mut Options) -> syn::Result<()> {
-    let pairs =
-        Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
-    for p in pairs {
+    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(l.tokens.clone())?;
+    for meta in metas {
+        let p = match meta {
+            Meta::NameValue(p) => p,
+            // `min_len(y)` or `min_len(y(..))`: the length is missing.
+            other => {
+                let name = shown(other.path());
+                return Err(syn::Error::new(
+                    other.span(),
+                    format!(
+                        "`min_len({name})` needs the least length `{name}` may have: write \
+                         `min_len({name} = N)`, e.g. `min_len({name} = 1)`"
+                    ),
+                ));
+            }
+        };
         let id = p
             .path
             .get_ident()
             .cloned()
             .ok_or_else(|| syn::Error::new(p.path.span(), "write `min_len(param = N)`"))?;
-        let negative = match &p.value {
-            Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)),
-            Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(i),
-                ..
-            }) => i.base10_digits().starts_with('-'),
-            _ => false,
-        };
-        if negative {
+        if is_negative(&p.value) {
             return Err(syn::Error::new(
                 p.value.span(),
                 format!(
@@ -222,6 +227,16 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
                     return Err(syn::Error::new(
                         l.span(),
                         "`same_len` needs at least two slice parameters",
+                    ));
+                }
+                if let Some(twice) = named_twice(&ids) {
+                    return Err(syn::Error::new(
+                        twice.span(),
+                        format!(
+                            "`same_len` names `{twice}` twice: a slice always has its own length, \
+                             so the check could never fail; name each slice once, and at least \
+                             two different ones (`same_len(x, y)`)"
+                        ),
                     ));
                 }
                 o.same_len.push(ids.into_iter().collect());
@@ -346,6 +361,14 @@ fn check_repeated(f: &ItemFn, what: &str) -> Option<syn::Error> {
         )
     };
     Some(syn::Error::new(attr.span(), msg))
+}
+
+/// The first name in `ids` that an earlier one repeats.
+fn named_twice(ids: &Punctuated<Ident, Token![,]>) -> Option<&Ident> {
+    ids.iter()
+        .enumerate()
+        .find(|(k, id)| ids.iter().take(*k).any(|earlier| earlier == *id))
+        .map(|(_, id)| id)
 }
 
 /// `same_len` and `min_len` name slice parameters of the kernel.

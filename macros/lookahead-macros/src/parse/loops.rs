@@ -287,8 +287,9 @@ fn of_target(t: &Expr, var: &Ident) -> syn::Result<Target> {
              fetch. Write a slice (`of(x)`: element `{var} + distance`) or an expression of \
              `{var}` (`of(x.at(idx[{var}] as usize))`, `of(x.part(off[{var}]..off[{var} + \
              1]))`). A pointer chase, where the next address comes from this iteration's \
-             load, cannot be fetched ahead: prefetch by hand once the address is known \
-             (`prefetch::prefetch_l2(...)`)"
+             load, cannot be fetched ahead: prefetch by hand once the address is known, \
+             with `prefetch::prefetch_l2(ptr)` (docs/guide.md, \"Naming what an iteration \
+             reads\")"
         ),
     ))
 }

@@ -7,7 +7,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, Expr, Lit, Meta, RangeLimits, Token};
 
-use super::shown;
+use super::{is_negative, shown};
 use crate::level::{self, Level};
 
 /// How many iterations ahead a loop fetches.
@@ -66,6 +66,17 @@ const AUTO_DISTANCES: [u64; 5] = [1, 2, 4, 8, 16];
 /// `distance = N`: an integer literal from 1 to [`MAX_DISTANCE`].
 fn parse_distance(value: &Expr) -> syn::Result<usize> {
     let span = value.span();
+    if is_negative(value) {
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "`distance = {}`: a distance counts iterations ahead of the current one, so it \
+                 is at least 1 (a loop cannot prefetch for iterations it has already run); \
+                 write 1 to {MAX_DISTANCE}, 2 to 16 being typical",
+                shown(value)
+            ),
+        ));
+    }
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Int(i), ..
     }) = value

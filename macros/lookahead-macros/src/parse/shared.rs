@@ -3,6 +3,8 @@
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, Token, Type};
 
+use super::{is_negative, shown};
+
 pub struct SharedArray {
     pub ty: Type,
     pub len: Expr,
@@ -22,6 +24,16 @@ impl Parse for SharedArray {
             return Err(
                 input.error("unexpected tokens after the length; write `shared_array!(T; N)`")
             );
+        }
+        if is_negative(&len) {
+            return Err(syn::Error::new_spanned(
+                &len,
+                format!(
+                    "`shared_array!(..; {})`: the length is a number of elements, at least 1; \
+                     write a constant such as `shared_array!(f32; 256)`",
+                    shown(&len)
+                ),
+            ));
         }
         Ok(SharedArray { ty, len })
     }

@@ -19,8 +19,11 @@ pub fn chase(nodes: &[Node], starts: &[u32], steps: u32, sums: &mut [f32]) {
     if t < starts.len() {
         let (mut at, mut sum) = (starts[t] as usize, 0.0);
         for _ in 0..steps {
-            sum += nodes[at].value;
-            at = nodes[at].next as usize;
+            let node = nodes[at];
+            at = node.next as usize;
+            // The next node is known only now: prefetch it by hand while this one is used.
+            prefetch::prefetch_l2(nodes.as_ptr().wrapping_add(at));
+            sum += node.value;
         }
         sums[t] = sum;
     }
