@@ -9,7 +9,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 use lookahead::graph::Graph;
 use lookahead::launch::LaunchConfig;
-use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
+use lookahead::untracked::{
+    Untracked as U, UntrackedManaged, UntrackedManagedMut, UntrackedMut as UM,
+};
+use lookahead::ManagedBuffer;
 use lookahead::{Error, Gpu, Result};
 use lookahead_tests::input;
 
@@ -179,4 +182,29 @@ fn an_empty_capture_or_the_default_stream_is_an_error() {
         .unwrap_err()
         .to_string();
     assert!(default.contains("legacy default stream"), "{default}");
+}
+
+/// A graph writes into managed memory through `UntrackedManagedMut` (and reads managed memory
+/// through `UntrackedManaged`): the replays' result is the CPU's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_graph_reads_and_writes_managed_memory_through_the_untracked_wrappers() {
+    let gpu = gpu();
+    let s = gpu.context().new_stream().unwrap();
+    let (x, y0) = (input(3, N), input(4, N));
+    let mx = ManagedBuffer::from_slice(&gpu, &x).unwrap();
+    let mut my = ManagedBuffer::from_slice(&gpu, &y0).unwrap();
+    let cfg = LaunchConfig::for_len(N, demo_kernels::BLOCK_SIZE);
+    let (graph, ()) = Graph::capture(&s, || {
+        let mut y = UntrackedManagedMut::new(&mut my);
+        demo_kernels::saxpy::launch(&s, cfg, 2.0, &UntrackedManaged::new(&mx), &mut y)
+    })
+    .unwrap();
+    assert_eq!(graph.kernel_names(), ["saxpy"]);
+    // SAFETY: mx and my outlive the graph.
+    unsafe { graph.replay().unwrap() };
+    unsafe { graph.replay().unwrap() };
+    s.synchronize().unwrap();
+    let want: Vec<f32> = x.iter().zip(&y0).map(|(x, y)| y + 4.0 * x).collect();
+    assert_close(&my.to_vec().unwrap(), &want);
 }

@@ -69,6 +69,17 @@ pub struct UntrackedManaged<'a, T> {
     _borrow: PhantomData<&'a [T]>,
 }
 
+/// A writable managed allocation passed by pointer, with no event tracking (for
+/// `ManagedSliceMut<T>` and `&mut [T]` parameters): how a graph writes into managed memory.
+/// Host reads through [`ManagedBuffer::as_slice`] do not wait for such launches: synchronize
+/// their stream first.
+#[derive(Debug)]
+pub struct UntrackedManagedMut<'a, T> {
+    ptr: u64,
+    len: usize,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
 impl<'a, T> Untracked<'a, T> {
     /// `slice`, for launches on `stream`. cudarc orders the slice's earlier writes before
     /// work queued on `stream` from now on; later launches are ordered by the caller.
@@ -137,6 +148,17 @@ impl<'a, T: cudarc::driver::DeviceRepr> UntrackedManaged<'a, T> {
     }
 }
 
+impl<'a, T: cudarc::driver::DeviceRepr> UntrackedManagedMut<'a, T> {
+    /// All of `buffer`, borrowed mutably while the wrapper lives.
+    pub fn new(buffer: &'a mut ManagedBuffer<T>) -> Self {
+        UntrackedManagedMut {
+            ptr: buffer.device_ptr(),
+            len: buffer.len(),
+            _borrow: PhantomData,
+        }
+    }
+}
+
 // SAFETY: the pointer addresses `len` elements of a live device allocation borrowed for 'a.
 unsafe impl<T> KernelSlice<T, GpuMemory> for Untracked<'_, T> {
     fn kernel_len(&self) -> usize {
@@ -172,3 +194,16 @@ unsafe impl<T> KernelSlice<T, GpuMemory> for UntrackedManaged<'_, T> {
 }
 // SAFETY: only constructed from `ManagedBuffer`, which is `cuMemAllocManaged` memory.
 unsafe impl<T> ManagedMemory for UntrackedManaged<'_, T> {}
+
+// SAFETY: the pointer addresses `len` elements of a live managed allocation borrowed
+// mutably for 'a.
+unsafe impl<T> KernelSliceMut<T, GpuMemory> for UntrackedManagedMut<'_, T> {
+    fn kernel_len(&self) -> usize {
+        self.len
+    }
+    fn bind_mut<'b>(&'b mut self, _args: &mut GpuArgs<'b>) -> u64 {
+        self.ptr
+    }
+}
+// SAFETY: only constructed from `ManagedBuffer`, which is `cuMemAllocManaged` memory.
+unsafe impl<T> ManagedMemory for UntrackedManagedMut<'_, T> {}

@@ -94,13 +94,13 @@ view_arg!(
     /// What a `ManagedSlice<T>` field of a `#[derive(KernelParams)]` struct takes.
     ManagedSliceArg: KernelSlice + ManagedMemory,
     "`{Self}` cannot be passed for a `ManagedSlice<{T}>` field in `{M}`",
-    "expected `&` managed memory of `{T}` (lookahead ManagedBuffer/ManagedView, cudarc UnifiedSlice; host memory on the emulator)"
+    "expected `&` managed memory of `{T}` (lookahead ManagedBuffer/ManagedView, or UntrackedManaged in a graph; cudarc UnifiedSlice; host memory on the emulator)"
 );
 view_arg!(
     /// What a `ManagedSliceMut<T>` field of a `#[derive(KernelParams)]` struct takes.
     ManagedSliceArgMut: KernelSliceMut + ManagedMemory,
     "`{Self}` cannot be passed for a `ManagedSliceMut<{T}>` field in `{M}`",
-    "expected `&mut` managed memory of `{T}` (lookahead ManagedBuffer/ManagedViewMut, cudarc UnifiedSlice; host memory on the emulator)"
+    "expected `&mut` managed memory of `{T}` (lookahead ManagedBuffer/ManagedViewMut, or UntrackedManagedMut in a graph; cudarc UnifiedSlice; host memory on the emulator)"
 );
 
 /// A host value a by-value kernel parameter of type `P` accepts in memory `M`: a
