@@ -216,6 +216,23 @@ pub fn check_same_len(kernel: &'static str, lens: &[(&'static str, usize)]) -> R
     }
 }
 
+/// What `min_len(slice = N)` takes for `N` when it is not a literal: a `usize` (a `usize`
+/// constant, or an expression such as `N as usize`), since it is compared with a length.
+#[diagnostic::on_unimplemented(
+    message = "`min_len(.. = N)` takes a `usize` length, not `{Self}`",
+    label = "a length: a `usize` constant, or this value `as usize`"
+)]
+pub trait MinLen {
+    /// The length.
+    fn min_len(self) -> usize;
+}
+
+impl MinLen for usize {
+    fn min_len(self) -> usize {
+        self
+    }
+}
+
 /// Fails with [`Error::LengthMismatch`] when slice `name` has fewer than `min` elements.
 pub fn check_min_len(
     kernel: &'static str,
@@ -381,5 +398,6 @@ mod tests {
         assert!(e.to_string().contains("x = 3, y = 4"), "{e}");
         assert!(check_min_len("k", "out", 0, 1).is_err());
         assert!(check_min_len("k", "out", 1, 1).is_ok());
+        assert_eq!(MinLen::min_len(7usize), 7);
     }
 }

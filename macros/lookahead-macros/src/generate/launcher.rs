@@ -177,7 +177,15 @@ impl KernelGen<'_> {
         });
         let min = self.k.opts.min_len.iter().map(|(i, n)| {
             let (s, len, l) = (i.to_string(), len_of(i), paths::at(n.span(), l.clone()));
-            quote_spanned!(n.span()=> #l::check_min_len(NAME, #s, #len, #n)?;)
+            // A literal is a `usize` by inference; anything else goes through `MinLen`, whose
+            // error names the rule when it is another type.
+            let span = n.span();
+            let n = if crate::parse::kernel::is_int_literal(n) {
+                quote!(#n)
+            } else {
+                quote_spanned!(span=> #l::MinLen::min_len(#n))
+            };
+            quote_spanned!(span=> #l::check_min_len(NAME, #s, #len, #n)?;)
         });
         quote!(#(#same)* #(#min)*)
     }
