@@ -167,6 +167,13 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// The launch's async-copy report: kernel, thread, misuse and text.
+/// The error of a one-warp launch of a misuse kernel over four words.
+fn one_warp_error(bug: SumLaunch) -> Error {
+    let x = inputs(4, 1);
+    let mut out = vec![0u32; 4];
+    bug(&Emulator::new(), LaunchConfig::for_len(32, 32), x.words(), &mut out).unwrap_err()
+}
+
 fn async_report(e: Error) -> (&'static str, [u32; 3], AsyncMisuse, String) {
     let text = e.to_string();
     match e {
@@ -185,15 +192,7 @@ fn async_report(e: Error) -> (&'static str, [u32; 3], AsyncMisuse, String) {
 
 #[test]
 fn reading_a_copy_before_its_wait_is_reported() {
-    let x = inputs(4, 1);
-    let mut out = vec![0u32; 4];
-    let e = k::bug_read_before_wait::launch(
-        &Emulator::new(),
-        LaunchConfig::for_len(32, 32),
-        x.words(),
-        &mut out,
-    )
-    .unwrap_err();
+    let e = one_warp_error(k::bug_read_before_wait::launch);
     let (kernel, thread, misuse, text) = async_report(e);
     assert_eq!((kernel, thread), ("bug_read_before_wait", [0, 0, 0]));
     assert_eq!(misuse, AsyncMisuse::ReadBeforeWait, "{text}");
@@ -203,15 +202,7 @@ fn reading_a_copy_before_its_wait_is_reported() {
 
 #[test]
 fn writing_a_buffer_whose_copy_is_in_flight_is_reported() {
-    let x = inputs(4, 1);
-    let mut out = vec![0u32; 4];
-    let e = k::bug_write_in_flight::launch(
-        &Emulator::new(),
-        LaunchConfig::for_len(32, 32),
-        x.words(),
-        &mut out,
-    )
-    .unwrap_err();
+    let e = one_warp_error(k::bug_write_in_flight::launch);
     let (kernel, thread, misuse, text) = async_report(e);
     assert_eq!((kernel, thread), ("bug_write_in_flight", [1, 0, 0]));
     assert_eq!(misuse, AsyncMisuse::WriteInFlight, "{text}");
@@ -220,15 +211,7 @@ fn writing_a_buffer_whose_copy_is_in_flight_is_reported() {
 
 #[test]
 fn a_refill_racing_a_read_is_a_data_race() {
-    let x = inputs(4, 1);
-    let mut out = vec![0u32; 4];
-    let e = k::bug_refill_without_barrier::launch(
-        &Emulator::new(),
-        LaunchConfig::for_len(32, 32),
-        x.words(),
-        &mut out,
-    )
-    .unwrap_err();
+    let e = one_warp_error(k::bug_refill_without_barrier::launch);
     let text = e.to_string();
     let Error::Emulator(inner) = e else {
         panic!("{text}")
