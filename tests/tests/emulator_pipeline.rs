@@ -171,7 +171,13 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 fn one_warp_error(bug: SumLaunch) -> Error {
     let x = inputs(4, 1);
     let mut out = vec![0u32; 4];
-    bug(&Emulator::new(), LaunchConfig::for_len(32, 32), x.words(), &mut out).unwrap_err()
+    bug(
+        &Emulator::new(),
+        LaunchConfig::for_len(32, 32),
+        x.words(),
+        &mut out,
+    )
+    .unwrap_err()
 }
 
 fn async_report(e: Error) -> (&'static str, [u32; 3], AsyncMisuse, String) {

@@ -80,7 +80,7 @@ fn run(args: &Args) -> Res<bool> {
         warmup: args.warmup,
     };
     let Session {
-        ctx,
+        gpu,
         out,
         compiled,
         mut env,
@@ -117,7 +117,7 @@ fn run(args: &Args) -> Res<bool> {
             b.as_mut(),
             &compiled.langs,
             reps,
-            &ctx,
+            gpu.context(),
         )?);
     }
     report::write_outputs(&out, &meta, &rows)?;

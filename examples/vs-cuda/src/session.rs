@@ -2,9 +2,8 @@
 //! GPU, both languages' modules, the seed, the run's description and the timing environment.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaContext};
+use cudarc::driver::sys;
 use lookahead::Gpu;
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
@@ -18,7 +17,6 @@ use crate::Res;
 /// A program's run on GPU 0.
 pub struct Session {
     pub gpu: Gpu,
-    pub ctx: Arc<CudaContext>,
     pub out: OutDir,
     pub compiled: Compiled,
     pub env: Env,
@@ -32,9 +30,8 @@ impl Session {
     pub fn open(out: &Path, seed: Option<u64>, reps: Reps) -> Res<Session> {
         let out = OutDir::create(out)?;
         let gpu = Gpu::new(0)?;
-        let ctx = gpu.context().clone();
-        let sms =
-            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let sms = (gpu.context())
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let compiled = lang::compile(&gpu)?;
         let meta = Meta {
             header: RunHeader::for_gpu(&gpu)?,
@@ -51,7 +48,6 @@ impl Session {
         };
         Ok(Session {
             gpu,
-            ctx,
             out,
             compiled,
             env,

@@ -102,7 +102,7 @@ fn run(s: &mut Session, args: &Args) -> Res<Vec<TunerRow>> {
         args.reps,
         AutoTuner::global().decisions().path()
     );
-    let (ctx, env) = (&s.ctx, &mut s.env);
+    let (ctx, env) = (s.gpu.context(), &mut s.env);
     let mut rng = StdRng::seed_from_u64(s.meta.seed);
     let mut rows = Vec::new();
     for (name, make) in kernels() {

@@ -70,7 +70,7 @@ fn run(args: &Args) -> Res<bool> {
     let m = PipeMeta {
         meta: s.meta.clone(),
         copy_gbps: pipelines::copy_rate(&s.env, reps)?,
-        peak_gflops: pipelines::fp32_peak(&s.ctx, cc)?,
+        peak_gflops: pipelines::fp32_peak(s.gpu.context(), cc)?,
     };
     println!("vs_cuda_pipelines: pipelined kernels, Rust-built PTX versus CUDA C++ twins");
     print!("{}", m.meta.header.markdown());
@@ -96,7 +96,7 @@ fn run(args: &Args) -> Res<bool> {
             b.as_mut(),
             &s.compiled.langs,
             reps,
-            &s.ctx,
+            s.gpu.context(),
             cc,
         )?);
     }
