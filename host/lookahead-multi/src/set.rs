@@ -193,3 +193,33 @@ pub unsafe fn copy_peer(
     .during("cuMemcpyPeerAsync")?;
     Ok(())
 }
+
+/// [`copy_peer`] between cudarc allocations: all of `src` (an allocation of `from`) into the
+/// start of `dst` (an allocation of `to`), on `stream` (a stream of `to`). Each allocation's
+/// address is taken on a stream of its own GPU: cudarc records a slice's use as events of
+/// its own context, and recording them on another context's stream leaves the context in
+/// error.
+///
+/// # Safety
+/// `src` is not written by other work until the copy has finished on `stream`.
+pub unsafe fn copy_peer_slices<T>(
+    dst: &mut impl cudarc::driver::DevicePtrMut<T>,
+    to: &Gpu,
+    src: &impl cudarc::driver::DevicePtr<T>,
+    from: &Gpu,
+    stream: &cudarc::driver::CudaStream,
+) -> Result<()> {
+    if dst.len() < src.len() {
+        return Err(Error::Invalid(format!(
+            "a peer copy of {} elements into {}",
+            src.len(),
+            dst.len()
+        )));
+    }
+    let bytes = src.len() * std::mem::size_of::<T>();
+    let (s, _src_use) = src.device_ptr(from.stream());
+    let (d, _dst_use) = dst.device_ptr_mut(stream);
+    // SAFETY: `bytes` bytes at each address, both allocations alive while their guards
+    // record the copy's use; `src` unwritten until it finishes is the caller's contract.
+    unsafe { copy_peer(d, to, s, from, bytes, stream) }
+}

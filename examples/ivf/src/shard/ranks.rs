@@ -255,23 +255,15 @@ fn copy_results(
     gd: &mut CudaSlice<f32>,
     gi: &mut CudaSlice<u32>,
 ) -> Result<()> {
-    use cudarc::driver::{DevicePtr, DevicePtrMut};
-    let s = into.stream();
     let (rd, ri) = from.results()?;
-    // `from`'s results are tracked on `from`'s stream: cudarc records a slice's use as events
-    // of its own context, which another context's stream cannot record.
-    let (src_d, _a) = rd.device_ptr(from.stream());
-    let (src_i, _b) = ri.device_ptr(from.stream());
     let mut dst_d = gd.slice_mut(slot * per..(slot + 1) * per);
     let mut dst_i = gi.slice_mut(slot * per..(slot + 1) * per);
-    let (dd, _c) = dst_d.device_ptr_mut(s);
-    let (di, _d) = dst_i.device_ptr_mut(s);
-    // SAFETY: `per` entries of 4 bytes at each address: `from`'s results (done, as `into`'s
-    // stream waited for its search) and the slot of `into`'s gather buffers; the guards
-    // keep both alive and record the copies' use on `into`'s stream.
+    let (to, s) = (into.gpu(), into.stream());
+    // SAFETY: `from`'s results are done (`into`'s stream waited for its search) and its next
+    // search comes after this batch's results are read back, which waits for the copies.
     unsafe {
-        lookahead_multi::set::copy_peer(dd, into.gpu(), src_d, from.gpu(), per * 4, s)?;
-        lookahead_multi::set::copy_peer(di, into.gpu(), src_i, from.gpu(), per * 4, s)?;
+        lookahead_multi::set::copy_peer_slices(&mut dst_d, to, &rd.slice(..per), from.gpu(), s)?;
+        lookahead_multi::set::copy_peer_slices(&mut dst_i, to, &ri.slice(..per), from.gpu(), s)?;
     }
     Ok(())
 }

@@ -77,17 +77,12 @@ pub(crate) fn peer_rate(set: &GpuSet, from: usize, to: usize) -> Res<Option<f64>
     let src = gf.stream().alloc_zeros::<u8>(bytes).during("cuMemAlloc")?;
     gt.bind_to_thread()?;
     let s = gt.context().new_stream().during("cuStreamCreate")?;
-    let dst = s.alloc_zeros::<u8>(bytes).during("cuMemAlloc")?;
+    let mut dst = s.alloc_zeros::<u8>(bytes).during("cuMemAlloc")?;
     gf.synchronize()?;
     s.synchronize().during("cuStreamSynchronize")?;
-    let copy = || -> Res<()> {
-        use cudarc::driver::DevicePtr;
-        // Each slice's use is tracked on a stream of its own GPU: cudarc records its events
-        // there, and an event of one context recorded on another's stream is an error.
-        let (a, _ga) = src.device_ptr(gf.stream());
-        let (b, _gb) = dst.device_ptr(&s);
-        // SAFETY: `bytes` on each GPU, alive during the copies (synchronised below).
-        unsafe { lookahead_multi::set::copy_peer(b, gt, a, gf, bytes, &s)? };
+    let mut copy = || -> Res<()> {
+        // SAFETY: nothing writes `src` (synchronised above; the copies are waited for below).
+        unsafe { lookahead_multi::set::copy_peer_slices(&mut dst, gt, &src, gf, &s)? };
         Ok(())
     };
     copy()?;
