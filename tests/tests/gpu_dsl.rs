@@ -86,10 +86,9 @@ fn reduce_sum_matches_cpu_on_device_and_managed_memory() {
     assert!(ok, "managed: {detail}");
 }
 
-/// The negative control of the test above (no GPU needed): on its input and grid (264
-/// blocks of 256 threads: 15 whole grid-stride passes, a partial one, a 37-element tail), the sum in the
-/// kernel's order passes the check, and the same sum without one warp, or without the tail,
-/// fails it.
+/// The negative control of the test above (no GPU needed): on its input and grid (264 blocks of 256
+/// threads: 15 whole grid-stride passes, a partial one, a 37-element tail), the sum in the kernel's
+/// order passes the check, and the same sum without one warp, or without the tail, fails it.
 #[test]
 fn the_reduce_check_catches_a_missing_warp_or_tail() {
     let x = sum_input();

@@ -358,9 +358,9 @@ fn indices_atomics_warp_sync_and_shared_memory() {
         let arrays = (module(cc))
             .matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
             .count();
-        // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's and
-        // warp_synced_neighbour's and kind_prefetch_forms'; from sm_80 on also the pipeline kernels' stages and
-        // mbarriers (`ptx_pipeline.rs`), which sm_70 does not have.
+        // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's,
+        // warp_synced_neighbour's and kind_prefetch_forms'; from sm_80 on also the pipeline
+        // kernels' stages and mbarriers (`ptx_pipeline.rs`), which sm_70 does not have.
         if cc == 70 {
             assert_eq!(arrays, 6, "sm_{cc}");
         } else {

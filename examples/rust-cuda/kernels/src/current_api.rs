@@ -136,8 +136,8 @@ impl<T: Num + Ord + Copy> Iterator for NumRange<T> {
     }
 }
 
-/// `*out = 0 + 1 + ... + (n - 1)`, through a range over any `num_traits::Num`; `*hash` is the FNV-1a hash of
-/// `bytes`, from `rust-cuda-fnv` (a crate without `#![no_std]`). One thread.
+/// `*out = 0 + 1 + ... + (n - 1)`, through a range over any `num_traits::Num`; `*hash` is the
+/// FNV-1a hash of `bytes`, from `rust-cuda-fnv` (a crate without `#![no_std]`). One thread.
 #[kernel]
 #[allow(improper_ctypes_definitions, clippy::missing_safety_doc)]
 pub unsafe fn dependencies(n: i64, out: *mut i64, bytes: &[u8], hash: *mut u64) {

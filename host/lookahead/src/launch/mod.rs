@@ -10,13 +10,13 @@
 //! * [`autotune`]: how the launchers of kernels with `#[prefetch_next(level = auto)]` loops
 //!   choose between their plain and hinted entries by measurement.
 //!
-//! A launch, in the order a launcher makes it, one module per job: an [`autotune::Plan`]
-//! says which entry runs and whether it is timed; [`LaunchOn::prepare`] finds the kernel (on a GPU in the context's module, [`module_for`]:
-//! `per_context.rs`); each argument is bound (`bind.rs`) into the lowered parameter bytes
-//! (`params.rs`); the target memory launches (`target.rs`): the emulator runs the body per
-//! thread, the GPU asks the graph recording where the launch goes (`crate::graph`), then
-//! queues it through the driver (`driver.rs`), timed for the tuner when the plan says so
-//! (`measured.rs`).
+//! A launch, in the order a launcher makes it, one module per job: an [`autotune::Plan`] says which
+//! entry runs and whether it is timed; [`LaunchOn::prepare`] finds the kernel (on a GPU in the
+//! context's module, [`module_for`]: `per_context.rs`); each argument is bound (`bind.rs`) into the
+//! lowered parameter bytes (`params.rs`); the target memory launches (`target.rs`): the emulator
+//! runs the body per thread, the GPU asks the graph recording where the launch goes
+//! (`crate::graph`), then queues it through the driver (`driver.rs`), timed for the tuner when the
+//! plan says so (`measured.rs`).
 //!
 //! ```no_run
 //! # mod kernels { pub mod saxpy { pub fn launch(_: &lookahead::Gpu, _: lookahead::launch::LaunchConfig, _: f32, _: &cudarc::driver::CudaSlice<f32>, _: &mut cudarc::driver::CudaSlice<f32>) -> lookahead::Result<()> { Ok(()) } } }

@@ -19,8 +19,8 @@ impl Params {
     /// Appends `value`'s bytes.
     ///
     /// # Safety
-    /// `V` has no padding bytes (every [`lookahead_device::KernelParam`] type; the `#[kernel]` launchers check
-    /// that each parameter's type is one, with an error naming the parameter).
+    /// `V` has no padding bytes (every [`lookahead_device::KernelParam`] type; the `#[kernel]`
+    /// launchers check that each parameter's type is one, with an error naming the parameter).
     ///
     /// # Panics
     /// When the type is aligned to more than 16 bytes (no kernel parameter type is).
