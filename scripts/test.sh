@@ -6,7 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # A CI build runs once: incremental state would only take disk.
-if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
+# Line tables keep backtraces readable at a fraction of full debug info's disk (a CI machine's
+# disk is shared and has run out before).
+if [ "${CI:-}" = true ]; then
+    export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
+    export CARGO_PROFILE_TEST_DEBUG=line-tables-only
+fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

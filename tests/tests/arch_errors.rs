@@ -333,6 +333,21 @@ const L2: &str = "prefetch.global.L2 [";
 
 /// The `portable` forms build for every architecture: the instruction from the architecture
 /// that has it, `prefetch.global.L2` (inside the loop) below it.
+/// A plain helper with `format!` compiles on the host (and runs on the emulator); its GPU
+/// build fails, and the builder says why in the DSL's words.
+fn std_helper_case() -> Result<(), String> {
+    let err = match build("std-in-helper", Arch::SM_80) {
+        Ok(_) => return Err("std-in-helper built for the GPU".into()),
+        Err(e) => e.to_string(),
+    };
+    check(
+        err.contains("cannot find macro `format`")
+            && err.contains("kernel code is `no_std` on the GPU")
+            && err.contains("#[device_fn]"),
+        || format!("std-in-helper: expected rustc's error and the builder's reason:\n{err}"),
+    )
+}
+
 fn portable_case(arch: Arch) -> Result<(), String> {
     let text = build_ok("portable", arch)?;
     let body = |kernel: &str| {
@@ -432,6 +447,10 @@ fn main() -> ExitCode {
             move || portable_case(arch).map_err(Failed::from),
         ));
     }
+    trials.push(Trial::test(
+        "a_helper_using_std_fails_the_gpu_build_with_the_reason",
+        || std_helper_case().map_err(Failed::from),
+    ));
     trials.push(Trial::test("harness_reads_libtest_arguments", || {
         arguments_case().map_err(Failed::from)
     }));

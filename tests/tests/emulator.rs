@@ -1079,6 +1079,51 @@ fn a_stack_overflow_names_the_kernel_block_and_thread() {
     );
 }
 
+/// 2^34 elements (64 GiB) past the start: outside anything the test process maps, and
+/// still an address the CPU reports.
+const FAR: u64 = 1 << 34;
+
+#[test]
+fn an_out_of_bounds_unchecked_read_names_the_kernel_block_and_thread() {
+    if is_child() {
+        let (x, mut out) = (vec![1.0f32; 64], vec![0.0f32; 1]);
+        let cfg = LaunchConfig::for_len(32, 32);
+        let _ = ptx_kernels::bug_unchecked_read::launch(&emu().workers(1), cfg, &x, FAR, &mut out);
+        return;
+    }
+    let (ok, stderr) =
+        in_child("an_out_of_bounds_unchecked_read_names_the_kernel_block_and_thread");
+    assert!(!ok, "the child must end on the fault: {stderr}");
+    // A debug build stops at `get_unchecked`'s precondition check, a release build at the
+    // read's fault: either report names where.
+    let checked = "the failed check above is in kernel `bug_unchecked_read`, block [0, 0, 0], \
+                   thread [0, 0, 0]";
+    let faulted = "kernel `bug_unchecked_read` accessed memory it does not own";
+    assert!(
+        stderr.contains(checked) || stderr.contains(faulted),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_raw_pointer_read_that_faults_names_the_kernel_block_and_thread() {
+    if is_child() {
+        let (x, mut out) = (vec![1.0f32; 64], vec![0.0f32; 1]);
+        let cfg = LaunchConfig::for_len(32, 32);
+        let _ =
+            ptx_kernels::bug_raw_pointer_read::launch(&emu().workers(1), cfg, &x, FAR, &mut out);
+        return;
+    }
+    let (ok, stderr) = in_child("a_raw_pointer_read_that_faults_names_the_kernel_block_and_thread");
+    assert!(!ok, "the child must end on the fault: {stderr}");
+    assert!(
+        stderr
+            .contains("kernel `bug_raw_pointer_read` accessed memory it does not own (address 0x")
+            && stderr.contains("in block [0, 0, 0], thread [0, 0, 0]"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_loop_that_calls_nothing_is_ended_by_the_watchdog() {
     if is_child() {

@@ -93,6 +93,37 @@ pub use shared::SharedArray;
 #[cfg(not(target_arch = "nvptx64"))]
 pub use lookahead_emu as __emu;
 
+/// How a kernel's launchers find its crate's PTX table: `crate::PTX` when the crate root has
+/// one, else this module's stand-in, whose type makes the launch fail to compile with a
+/// message that says which line is missing.
+#[doc(hidden)]
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod kernel_crate_ptx {
+    /// The stand-in for a crate root without `PTX` (a glob import the root's shadows).
+    pub struct NoPtxInTheCrateRoot;
+
+    /// Found when the kernel crate's root defines no `PTX`.
+    pub static PTX: NoPtxInTheCrateRoot = NoPtxInTheCrateRoot;
+
+    /// What `crate::PTX` must be: the table the builder's include file defines.
+    #[diagnostic::on_unimplemented(
+        message = "the kernel crate's root has no PTX table `PTX: &[(u32, &str)]` (found `{Self}`)",
+        label = "this kernel's launchers read `crate::PTX`",
+        note = "add `#[cfg(not(target_arch = \"nvptx64\"))] include!(concat!(env!(\"OUT_DIR\"), \"/<crate>_ptx.rs\"));` to the kernel crate's lib.rs (`<crate>`: its library name, `-` as `_`; the build script's `lookahead_builder` writes the file), or name another table with `#[kernel(ptx = path::TO_PTX)]`"
+    )]
+    pub trait KernelCratePtx {
+        /// The table.
+        fn table(&self) -> &'static [(u32, &'static str)];
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl KernelCratePtx for &'static [(u32, &'static str)] {
+        fn table(&self) -> &'static [(u32, &'static str)] {
+            self
+        }
+    }
+}
+
 /// What the derives implement on the host: cudarc's traits for allocating and copying
 /// `DeviceCopy` types.
 #[doc(hidden)]

@@ -228,8 +228,25 @@ pub trait PrefetchSource {
     const ELEM_ALIGN: usize = 1;
     /// (first element's address, number of elements, bytes per element).
     fn region(&self) -> (usize, usize, usize);
+
+    /// [`prefetch_index`] as a method: `#[prefetch_next]` calls these, so a target that is
+    /// not a `PrefetchSource` gets this trait's message and nothing about the function.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn prefetch_element(&self, index: usize, level: Level) {
+        prefetch_index(self, index, level)
+    }
+
+    /// [`prefetch_all`] as a method (see [`PrefetchSource::prefetch_element`]).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn prefetch_whole(&self, level: Level) {
+        prefetch_all(self, level)
+    }
 }
 
+// Not listed under an unmet bound: the trait's note says what a target may be.
+#[diagnostic::do_not_recommend]
 impl<T> PrefetchSource for [T] {
     const KIND: MemoryKind = MemoryKind::Device;
     const ELEM_ALIGN: usize = core::mem::align_of::<T>();
@@ -243,6 +260,8 @@ impl<T> PrefetchSource for [T] {
     }
 }
 
+// Not listed under an unmet bound: the trait's note says what a target may be.
+#[diagnostic::do_not_recommend]
 impl<S: PrefetchSource + ?Sized> PrefetchSource for &S {
     const KIND: MemoryKind = S::KIND;
     const AT_MOST_ONE: bool = S::AT_MOST_ONE;
@@ -253,6 +272,8 @@ impl<S: PrefetchSource + ?Sized> PrefetchSource for &S {
     }
 }
 
+// Not listed under an unmet bound: the trait's note says what a target may be.
+#[diagnostic::do_not_recommend]
 impl<S: PrefetchSource + ?Sized> PrefetchSource for &mut S {
     const KIND: MemoryKind = S::KIND;
     const AT_MOST_ONE: bool = S::AT_MOST_ONE;
@@ -265,6 +286,8 @@ impl<S: PrefetchSource + ?Sized> PrefetchSource for &mut S {
 
 macro_rules! view_source {
     ($($t:ident),*) => {$(
+        // Not listed under an unmet bound: the trait's note says what a target may be.
+        #[diagnostic::do_not_recommend]
         impl<T> PrefetchSource for $t<T> {
             const KIND: MemoryKind = $t::<T>::KIND;
             const ELEM_ALIGN: usize = core::mem::align_of::<T>();
@@ -502,6 +525,7 @@ impl<S: ?Sized> Clone for Element<S> {
 
 impl<S: ?Sized> Copy for Element<S> {}
 
+#[diagnostic::do_not_recommend]
 impl<S: PrefetchSource + ?Sized> PrefetchSource for Element<S> {
     const KIND: MemoryKind = S::KIND;
     const AT_MOST_ONE: bool = true;
@@ -541,6 +565,7 @@ impl<S: PrefetchSource + ?Sized> Snapshot<S> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<S: PrefetchSource + ?Sized> PrefetchSource for Snapshot<S> {
     const KIND: MemoryKind = S::KIND;
     const ELEM_ALIGN: usize = S::ELEM_ALIGN;

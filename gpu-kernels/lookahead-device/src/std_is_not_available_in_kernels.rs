@@ -1,8 +1,8 @@
 //! What `Vec`, `String` and `Box` name inside `#[kernel]` and `#[device_fn]` bodies: kernel
 //! code is `no_std` on the GPU, so the host check of a body (and the emulator) must refuse
-//! the standard library's allocating types as the GPU build does. Using one is an error that
-//! names this module, for example "no function or associated item named `new` found for enum
-//! `lookahead_device::std_is_not_available_in_kernels::Vec<_>`".
+//! the standard library's allocating types as the GPU build does. Their constructors
+//! (`new`, `with_capacity`) fail with "... is not available in kernel code: GPU threads do not
+//! allocate"; anything else names this module's types.
 //!
 //! In kernel code, use a fixed-size array `[T; N]`, a `shared_array!`, or a slice the host
 //! allocates and passes in.
@@ -27,4 +27,60 @@ pub enum Box<T: ?Sized> {
         core::convert::Infallible,
         core::marker::PhantomData<*const T>,
     ),
+}
+
+/// The bound of the constructors below, never met: a call reports this message, which reads
+/// the same whether rustc prints the type's path (a `std` build) or only `Vec<T>` (`no_std`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not available in kernel code: GPU threads do not allocate (kernel code is `no_std`)",
+    label = "kernel code cannot allocate",
+    note = "use a fixed-size array `[T; N]`, a `shared_array!`, or a slice the host allocates and passes in"
+)]
+pub trait KernelCodeCannotAllocate {}
+
+// Higher-ranked bounds, so rustc checks them at the call, not here.
+#[allow(clippy::new_without_default)]
+impl<T> Vec<T> {
+    #[doc(hidden)]
+    pub fn new() -> Self
+    where
+        for<'a> Self: KernelCodeCannotAllocate,
+    {
+        unreachable!()
+    }
+    #[doc(hidden)]
+    pub fn with_capacity(_: usize) -> Self
+    where
+        for<'a> Self: KernelCodeCannotAllocate,
+    {
+        unreachable!()
+    }
+}
+
+#[allow(clippy::new_without_default)]
+impl String {
+    #[doc(hidden)]
+    pub fn new() -> Self
+    where
+        for<'a> Self: KernelCodeCannotAllocate,
+    {
+        unreachable!()
+    }
+    #[doc(hidden)]
+    pub fn with_capacity(_: usize) -> Self
+    where
+        for<'a> Self: KernelCodeCannotAllocate,
+    {
+        unreachable!()
+    }
+}
+
+impl<T> Box<T> {
+    #[doc(hidden)]
+    pub fn new(_: T) -> Self
+    where
+        for<'a> Self: KernelCodeCannotAllocate,
+    {
+        unreachable!()
+    }
 }

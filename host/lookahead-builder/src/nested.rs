@@ -98,11 +98,36 @@ pub(crate) fn run(cmd: &mut Command) -> Result<Outcome, BuildError> {
         return Ok(outcome);
     }
     errors.push(String::from_utf8_lossy(&out.stderr).into_owned());
+    if errors.iter().any(|e| names_std_only_item(e)) {
+        errors.push(NO_STD_HINT.to_string());
+    }
     Err(BuildError::ToolFailed {
         command: describe(cmd),
         status: out.status.to_string(),
         stderr: errors.join("\n"),
     })
+}
+
+/// What the GPU build of a plain helper that uses the standard library fails with: the host
+/// build (and so the emulator) has `std`, the GPU build does not.
+const NO_STD_HINT: &str = "lookahead: kernel code is `no_std` on the GPU: `format!`, \
+    `println!`, `vec!`, `Vec`, `String` and `Box` do not exist there. A plain function a kernel \
+    calls is compiled for the GPU too, while the host build and the emulator, which have `std`, \
+    accept it. Write values to an output slice and use arrays or slices the host passes in; \
+    mark such helpers #[device_fn], and the host build refuses these items too, with the reason.";
+
+/// Whether a rendered error is about an item that only the standard library has.
+fn names_std_only_item(rendered: &str) -> bool {
+    const MACROS: [&str; 6] = ["format", "println", "print", "eprintln", "vec", "dbg"];
+    const TYPES: [&str; 3] = ["Vec", "String", "Box"];
+    let first_line = rendered.lines().next().unwrap_or_default();
+    MACROS
+        .iter()
+        .any(|m| first_line.contains(&format!("cannot find macro `{m}`")))
+        || TYPES.iter().any(|t| {
+            first_line.contains(&format!("cannot find type `{t}`"))
+                || first_line.contains(&format!("undeclared type `{t}`"))
+        })
 }
 
 /// A warning about what the builder itself asked for, not about the user's code: an
@@ -185,5 +210,28 @@ fn clean_env(cmd: &mut Command, toolchain: &DeviceToolchain) {
         .env("RUSTC_BOOTSTRAP", "1");
     if toolchain.source == ToolchainSource::RustupNightly {
         cmd.env("RUSTUP_TOOLCHAIN", "nightly");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_std_only_item;
+
+    #[test]
+    fn std_only_items_in_gpu_build_errors_are_recognised() {
+        for e in [
+            "error: cannot find macro `format` in this scope\n --> src/lib.rs:4:5",
+            "error[E0412]: cannot find type `String` in this scope",
+            "error[E0433]: failed to resolve: use of undeclared type `Vec`",
+        ] {
+            assert!(names_std_only_item(e), "{e}");
+        }
+        for e in [
+            "error: cannot find macro `formatx` in this scope",
+            "error[E0412]: cannot find type `Vector` in this scope",
+            "error[E0308]: mismatched types\n note: expected `Vec<f32>`",
+        ] {
+            assert!(!names_std_only_item(e), "{e}");
+        }
     }
 }

@@ -193,7 +193,7 @@ impl Emulator {
             return Ok(());
         }
         let config = self.inner.config;
-        crate::overflow::install();
+        crate::fault::install();
         let workers = (config.workers as u64).min(blocks) as usize;
         let launch = Arc::new(LaunchCtx {
             kernel,

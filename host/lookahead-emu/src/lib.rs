@@ -64,9 +64,9 @@
 mod block;
 mod copies;
 mod error;
+mod fault;
 mod grid;
 pub mod hooks;
-mod overflow;
 mod shared;
 mod thread;
 mod trace;

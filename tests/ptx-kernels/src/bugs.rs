@@ -153,3 +153,22 @@ pub fn large_local_array(out: &mut [u32]) {
         out[t] = local[pick];
     }
 }
+
+/// Reads `x` at element `far` without a bounds check (a bug when `far` is past the end): the
+/// emulator names the kernel, block and thread of the fault instead of dying silently.
+#[kernel(min_len(out = 1))]
+pub fn bug_unchecked_read(x: &[f32], far: u64, out: &mut [f32]) {
+    if global_index_x() == 0 {
+        // SAFETY: none; the host picks `far` past the end on purpose.
+        out[0] = unsafe { *x.get_unchecked(far as usize) };
+    }
+}
+
+/// As [`bug_unchecked_read`], through a raw pointer (no debug check: the read itself faults).
+#[kernel(min_len(out = 1))]
+pub fn bug_raw_pointer_read(x: &[f32], far: u64, out: &mut [f32]) {
+    if global_index_x() == 0 {
+        // SAFETY: none; the host picks `far` past the end on purpose.
+        out[0] = unsafe { x.as_ptr().wrapping_add(far as usize).read_volatile() };
+    }
+}

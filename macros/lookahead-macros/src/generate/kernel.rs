@@ -111,7 +111,7 @@ impl KernelGen<'_> {
         let k = self.export();
         format_ident!("kernel_{k}_is_launched_with_{k}_launch_not_called")
     }
-    /// The constant that only resolves when the kernel is an item of a module.
+    /// The module that only resolves when the kernel is an item of a module.
     pub fn at_module_level(&self) -> Ident {
         format_ident!(
             "kernel_{}_must_be_an_item_of_a_module__move_it_out_of_the_function_body",
@@ -158,6 +158,11 @@ impl KernelGen<'_> {
                 note = #note
             )]
             #vis trait #tr {}
+
+            // With no implementation at all rustc would add "consider adding one"; this one
+            // (for a type with no values) is hidden from its suggestions.
+            #[diagnostic::do_not_recommend]
+            impl #tr for ::core::convert::Infallible {}
 
             #[doc(hidden)]
             #[allow(non_snake_case, dead_code, clippy::all)]
@@ -283,10 +288,15 @@ impl KernelGen<'_> {
     fn markers(&self) -> TokenStream {
         let exported = self.exports();
         let here = self.at_module_level();
+        // Everything the kernel's module takes from beside the kernel goes through this one
+        // module, so a kernel inside a function body (whose module cannot see the body's
+        // items) gets one error, naming the marker, and no other.
         let level = quote! {
             #[doc(hidden)]
-            #[allow(non_upper_case_globals, dead_code)]
-            const #here: () = ();
+            #[allow(non_snake_case, unused_imports, dead_code)]
+            mod #here {
+                pub(super) use super::*;
+            }
         };
         let markers = exported.iter().map(|n| {
             let marker = format_ident!("kernel_name_{}_is_exported_by_two_kernels__rename_one", n);

@@ -18,18 +18,29 @@ fn level_tokens(level: Level) -> TokenStream {
 }
 
 impl KernelGen<'_> {
+    /// The crate's PTX table: `ptx = path`, else `crate::PTX`, looked up so that a crate
+    /// root without one gets `lookahead_device::kernel_crate_ptx`'s message, not "cannot find value".
     fn ptx(&self) -> TokenStream {
-        match &self.k.opts.ptx {
-            Some(p) => quote!(#p),
-            None => quote!(crate::PTX),
+        if let Some(p) = &self.k.opts.ptx {
+            return quote!(#p);
         }
+        let d = paths::device();
+        // The inner block's glob (the crate root's `PTX`) shadows the outer one's stand-in.
+        quote! {{
+            #[allow(unused_imports)]
+            use #d::kernel_crate_ptx::*;
+            {
+                #[allow(unused_imports)]
+                use crate::*;
+                #d::kernel_crate_ptx::KernelCratePtx::table(&PTX)
+            }
+        }}
     }
 
     /// The host module `NAME` with its launchers.
     pub fn host_module(&self) -> TokenStream {
         let (name, vis) = (self.name(), &self.k.f.vis);
         let name_str = self.export();
-        let here = self.at_module_level();
         let mod_doc = format!("Host side of the `{name_str}` kernel: [`launch`] and its PTX name.");
         let items = if self.auto() {
             self.auto_launchers()
@@ -40,9 +51,6 @@ impl KernelGen<'_> {
             #[cfg(not(target_arch = "nvptx64"))]
             #[doc = #mod_doc]
             #vis mod #name {
-                // A kernel inside a function body: its module cannot see the body's items.
-                const _: () = super::#here;
-
                 #[allow(unused_imports)]
                 use super::*;
 
@@ -195,24 +203,25 @@ impl KernelGen<'_> {
     fn run_body(&self) -> TokenStream {
         let rebuilt: Vec<_> = self.k.params.iter().map(Param::rebuild).collect();
         let (body_fn, variant) = (self.body_fn(), mixed("variant"));
+        let here = self.at_module_level();
         if !self.auto() {
             return quote! {
                 let _ = #variant;
                 #[allow(unused_unsafe)]
-                unsafe { super::#body_fn(#(#rebuilt),*) }
+                unsafe { super::#here::#body_fn(#(#rebuilt),*) }
             };
         }
         let arms = self.hinted.iter().map(|(level, _)| {
             let (level, level_fn) = (level_tokens(*level), self.level_body_fn(*level));
             let level = quote!(::core::option::Option::Some(#level));
-            quote!(#level => unsafe { super::#level_fn(#(#rebuilt,)* #variant.distance) },)
+            quote!(#level => unsafe { super::#here::#level_fn(#(#rebuilt,)* #variant.distance) },)
         });
         quote! {
             #[allow(unused_unsafe)]
             match #variant.level {
                 #(#arms)*
                 // The plain entry (`entry_for` refused any level the kernel lacks).
-                _ => unsafe { super::#body_fn(#(#rebuilt,)* #variant.distance) },
+                _ => unsafe { super::#here::#body_fn(#(#rebuilt,)* #variant.distance) },
             }
         }
     }

@@ -158,14 +158,14 @@ fn range_fetches(g: &Gen<'_>, targets: &[Target], var: &Ident, start: &Ident) ->
             }
             match (t, &g.o.queue) {
                 (Target::Element(t), None) => {
-                    quote_spanned!(t.span()=> #pf::prefetch_index(&#t, #ahead, #level);)
+                    quote_spanned!(t.span()=> #pf::PrefetchSource::prefetch_element(&#t, #ahead, #level);)
                 }
                 (Target::Element(t), Some(_)) => quote_spanned! {t.span()=>
                     let _ = #ul::request_index(#q, #flag, &#t, #ahead, #level);
                 },
                 (Target::Whole(t), None) => quote_spanned! {t.span()=> {
                     let #var = #pf::index_like(#ahead, &#start);
-                    #pf::prefetch_all(&(#t), #level);
+                    #pf::PrefetchSource::prefetch_whole(&(#t), #level);
                 }},
                 (Target::Whole(t), Some(_)) => quote_spanned! {t.span()=> {
                     let #var = #pf::index_like(#ahead, &#start);
@@ -320,7 +320,8 @@ fn slice_loop(g: &Gen<'_>, l: &PrefetchLoop, s: &SliceLoop, guard: TokenStream) 
 pub fn misplaced(_attr: TokenStream, item: TokenStream) -> TokenStream {
     let msg = "#[prefetch_next] only works on `for` loops inside a #[kernel] or #[device_fn] \
                function (the enclosing macro rewrites the loop): mark the function with \
-               #[device_fn], or move the loop into a kernel";
+               #[device_fn], or move the loop into a kernel (a loop that a `macro_rules!` \
+               writes is not seen by the kernel's macro either: write it in the body)";
     let err = syn::Error::new(Span::call_site(), msg).to_compile_error();
     // On an item, the error beside it; on a loop (rustc calls the attribute on the
     // expression too), a block, which is an expression where the error and the loop fit.

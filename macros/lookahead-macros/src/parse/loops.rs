@@ -70,8 +70,14 @@ pub fn is_prefetch_attr(a: &Attribute) -> bool {
 
 impl PrefetchLoop {
     /// The loop `f`, whose `#[prefetch_next]` was `attr`; `level = auto` is refused unless
-    /// `allow_auto` (only a kernel has entries to choose between).
-    pub fn parse(f: &ExprForLoop, attr: &Attribute, allow_auto: bool) -> syn::Result<Self> {
+    /// `allow_auto` (only a kernel has entries to choose between). `local_arrays` are the
+    /// body's local arrays, which a loop without `of(..)` does not pick up.
+    pub fn parse(
+        f: &ExprForLoop,
+        attr: &Attribute,
+        allow_auto: bool,
+        local_arrays: &[Ident],
+    ) -> syn::Result<Self> {
         let options = parse_options(attr)?;
         if options.is_auto() && !allow_auto {
             return Err(syn::Error::new(
@@ -86,7 +92,7 @@ impl PrefetchLoop {
             LevelChoice::Auto(_) => auto_levels(f, &options),
             LevelChoice::Fixed(_) => Vec::new(),
         };
-        let form = parse_form(f, &options, attr.span())?;
+        let form = parse_form(f, &options, attr.span(), local_arrays)?;
         Ok(PrefetchLoop {
             options,
             for_loop: f.clone(),
@@ -117,7 +123,12 @@ fn auto_levels(f: &ExprForLoop, o: &LoopOptions) -> Vec<Level> {
     levels
 }
 
-fn parse_form(f: &ExprForLoop, o: &LoopOptions, attr_span: Span) -> syn::Result<Form> {
+fn parse_form(
+    f: &ExprForLoop,
+    o: &LoopOptions,
+    attr_span: Span,
+    local_arrays: &[Ident],
+) -> syn::Result<Form> {
     let iter = strip(&f.expr);
     // Integer ranges, optionally `.step_by(s)`.
     let (range, step) = match iter {
@@ -131,7 +142,7 @@ fn parse_form(f: &ExprForLoop, o: &LoopOptions, attr_span: Span) -> syn::Result<
         _ => (None, None),
     };
     if let Some(r) = range {
-        return parse_range_loop(f, r, step, o, attr_span).map(Form::Range);
+        return parse_range_loop(f, r, step, o, (attr_span, local_arrays)).map(Form::Range);
     }
     if let Expr::MethodCall(mc) = iter {
         if let Some(s) = parse_slice_loop(mc, o)? {
@@ -150,7 +161,7 @@ fn parse_range_loop(
     r: &syn::ExprRange,
     step: Option<Expr>,
     o: &LoopOptions,
-    attr_span: Span,
+    (attr_span, local_arrays): (Span, &[Ident]),
 ) -> syn::Result<RangeLoop> {
     let (Some(start), Some(end)) = (&r.start, &r.end) else {
         return Err(syn::Error::new(
@@ -170,7 +181,7 @@ fn parse_range_loop(
             ))
         }
     };
-    let targets = range_targets(o, &f.body, &var, attr_span)?;
+    let targets = range_targets(o, &f.body, &var, (attr_span, local_arrays))?;
     let element = targets.iter().find(|t| matches!(t, Target::Element(_)));
     if let (true, Some(Target::Element(t))) = (o.cache.is_some(), element) {
         return Err(syn::Error::new(
@@ -241,11 +252,12 @@ fn range_targets(
     o: &LoopOptions,
     body: &Block,
     var: &Ident,
-    attr_span: Span,
+    (attr_span, local_arrays): (Span, &[Ident]),
 ) -> syn::Result<Vec<Target>> {
     let targets: Vec<Target> = if o.of.is_empty() {
         let mut finder = IndexFinder {
             var,
+            local_arrays,
             found: Vec::new(),
         };
         finder.visit_block(body);
@@ -272,6 +284,20 @@ fn range_targets(
 /// what an iteration reads; a slice or view (a name or a field) is indexed by it. Anything
 /// else does not change from one iteration to the next, so there is nothing ahead to fetch.
 fn of_target(t: &Expr, var: &Ident) -> syn::Result<Target> {
+    if let Expr::Index(ix) = strip_reference(t) {
+        if is_place(&ix.expr) {
+            let base = shown(&ix.expr);
+            return Err(syn::Error::new_spanned(
+                t,
+                format!(
+                    "`of({})` names one element's value, not the data it lives in: write \
+                     `of({base})` to fetch element `{var} + distance` of `{base}`, or \
+                     `of({base}.at(k))` for the element at an index `k` computed from `{var}`",
+                    shown(t)
+                ),
+            ));
+        }
+    }
     if mentions(t, var) {
         return Ok(Target::Whole(t.clone()));
     }
@@ -322,16 +348,24 @@ fn is_place(e: &Expr) -> bool {
     }
 }
 
-/// Finds slices indexed by the loop variable: `x[i]` with `x` a variable or field.
+/// Finds slices indexed by the loop variable: `x[i]` with `x` a variable or field, not one
+/// of the body's local arrays (in registers or on the stack: nothing to fetch).
 struct IndexFinder<'a> {
     var: &'a Ident,
+    local_arrays: &'a [Ident],
     found: Vec<Expr>,
+}
+
+impl IndexFinder<'_> {
+    fn is_local_array(&self, base: &Expr) -> bool {
+        matches!(strip(base), Expr::Path(p) if self.local_arrays.iter().any(|a| p.path.is_ident(a)))
+    }
 }
 
 impl<'ast> Visit<'ast> for IndexFinder<'_> {
     fn visit_expr_index(&mut self, ix: &'ast syn::ExprIndex) {
         if let Expr::Path(p) = strip(&ix.index) {
-            if p.path.is_ident(self.var) && is_place(&ix.expr) {
+            if p.path.is_ident(self.var) && is_place(&ix.expr) && !self.is_local_array(&ix.expr) {
                 let base = (*ix.expr).clone();
                 let key = shown_spaced(&base);
                 if !self.found.iter().any(|f| shown_spaced(f) == key) {

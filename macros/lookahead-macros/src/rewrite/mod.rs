@@ -1,12 +1,15 @@
 //! Passes over the body of a `#[kernel]` or `#[device_fn]`: its `#[prefetch_next]` loops
 //! (each parsed by `parse::loops`, its code from `generate::prefetch`), then the emulator's
-//! instrumentation of read-modify-writes (`updates`).
+//! instrumentation of read-modify-writes (`updates`); `nested` reports the attribute where
+//! the pass cannot reach it (a nested function, a `macro_rules!`).
 
+mod nested;
 pub mod updates;
 
 use syn::spanned::Spanned;
+use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
-use syn::{Attribute, Block, Expr};
+use syn::{Attribute, Block, Expr, Ident, Pat};
 
 use crate::generate;
 use crate::level::Level;
@@ -37,6 +40,7 @@ pub struct AutoSummary {
 /// the `level = auto` loops ask for. `level = auto` is an error unless `allow_auto`.
 pub fn loops(block: &mut Block, entry: Entry, allow_auto: bool) -> (Vec<syn::Error>, AutoSummary) {
     let mut r = Rewriter {
+        local_arrays: local_arrays(block),
         errors: Vec::new(),
         entry,
         allow_auto,
@@ -52,6 +56,7 @@ pub fn loops(block: &mut Block, entry: Entry, allow_auto: bool) -> (Vec<syn::Err
 }
 
 struct Rewriter {
+    local_arrays: Vec<Ident>,
     errors: Vec<syn::Error>,
     entry: Entry,
     allow_auto: bool,
@@ -80,7 +85,7 @@ impl Rewriter {
             }
             return;
         }
-        let l = match PrefetchLoop::parse(f, &attr, self.allow_auto) {
+        let l = match PrefetchLoop::parse(f, &attr, self.allow_auto, &self.local_arrays) {
             Ok(l) => l,
             Err(err) => return self.errors.push(err),
         };
@@ -120,7 +125,9 @@ impl VisitMut for Rewriter {
                     ));
                 }
             }
-            syn::Stmt::Item(_) => return, // nested items are not part of this function
+            // Nested items are not part of this function, but a `#[prefetch_next]` in one
+            // is misplaced.
+            syn::Stmt::Item(item) => return self.errors.extend(nested::errors(item)),
             _ => {}
         }
         syn::visit_mut::visit_stmt_mut(self, s);
@@ -138,4 +145,28 @@ fn expr_attrs(e: &Expr) -> Option<&Vec<Attribute>> {
         Expr::Assign(x) => &x.attrs,
         _ => return None,
     })
+}
+
+/// The names the body binds to arrays (`let w = [..];`, `let w: [T; N] = ..;`).
+fn local_arrays(block: &Block) -> Vec<Ident> {
+    #[derive(Default)]
+    struct Finder(Vec<Ident>);
+    impl<'ast> Visit<'ast> for Finder {
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            let init_is_array = (l.init.as_ref())
+                .is_some_and(|i| matches!(&*i.expr, Expr::Array(_) | Expr::Repeat(_)));
+            let (pat, typed_array) = match &l.pat {
+                Pat::Type(t) => (&*t.pat, matches!(&*t.ty, syn::Type::Array(_))),
+                p => (p, false),
+            };
+            if let (Pat::Ident(p), true) = (pat, init_is_array || typed_array) {
+                self.0.push(p.ident.clone());
+            }
+            syn::visit::visit_local(self, l);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Finder::default();
+    f.visit_block(block);
+    f.0
 }

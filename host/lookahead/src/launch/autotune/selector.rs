@@ -18,6 +18,11 @@ pub struct AutoConfig {
     /// A hinted candidate is chosen over the plain entry only when its median is lower by
     /// more than this fraction (default 0.01): a tie, or noise, keeps the plain entry.
     pub margin: f64,
+    /// Timings of all candidates together after which the survivor with the lowest median is
+    /// chosen, however close the race (default 128): a bound on what tuning costs. Every
+    /// kernel of `results/prefetch_tuner.md` settles before it (12 to 112 launches on the
+    /// H100), so it only cuts races of many close candidates short.
+    pub max_launches: usize,
     /// Write a buffer of twice the L2's size before each timed launch, so every candidate is
     /// timed from a cold L2 (default true; the memset is on the launch stream, outside the
     /// timed events).
@@ -31,6 +36,7 @@ impl Default for AutoConfig {
             max_samples: 12,
             eliminate: 0.05,
             margin: 0.01,
+            max_launches: 128,
             flush_l2: true,
         }
     }
@@ -184,12 +190,15 @@ impl Selector {
         }
     }
 
-    /// The choice, once one candidate is left or every survivor has `max_samples` timings:
-    /// the lowest median, unless the plain entry survived and is within `margin` of it.
+    /// The choice, once one candidate is left, every survivor has `max_samples` timings or
+    /// there are `max_launches` timings in all: the lowest median, unless the plain entry
+    /// survived and is within `margin` of it.
     fn decide(&mut self) {
         let racing: Vec<&CandidateState> =
             self.candidates.iter().filter(|c| !c.eliminated).collect();
+        let timings: usize = self.candidates.iter().map(|c| c.times.len()).sum();
         let done = racing.len() == 1
+            || timings >= self.config.max_launches.max(1)
             || racing
                 .iter()
                 .all(|c| c.times.len() >= self.config.max_samples);
@@ -273,6 +282,46 @@ mod tests {
 
     fn l2(d: u32) -> Variant {
         Variant::new(Level::L2, d)
+    }
+
+    #[test]
+    fn a_close_race_stops_at_max_launches_with_the_leader() {
+        // Sixteen candidates within 1% of each other never eliminate one another: without
+        // the bound the race would take 16 x 12 timings.
+        let candidates: Vec<Variant> = std::iter::once(Variant::PLAIN)
+            .chain((1..16).map(l2))
+            .collect();
+        let ms = |v: Variant| 1.0 - 0.0005 * v.distance as f32;
+        let mut s = Selector::new(&candidates, AutoConfig::default());
+        while s.choice().is_none() {
+            let v = s.next();
+            s.launched(v);
+            s.record(v, ms(v));
+        }
+        assert_eq!(s.launches(), 128);
+        // The leader by median (l2 at distance 15, 0.75% ahead of plain: within `margin`
+        // of it, so plain is kept).
+        assert_eq!(s.choice(), Some(Variant::PLAIN));
+        let faster = |v: Variant| {
+            if v.is_plain() {
+                1.0
+            } else {
+                0.9 - 0.0005 * v.distance as f32
+            }
+        };
+        let mut s = Selector::new(
+            &candidates,
+            AutoConfig {
+                eliminate: 0.5,
+                ..AutoConfig::default()
+            },
+        );
+        while s.choice().is_none() {
+            let v = s.next();
+            s.launched(v);
+            s.record(v, faster(v));
+        }
+        assert_eq!((s.launches(), s.choice()), (128, Some(l2(15))));
     }
 
     /// Runs the selector like the launcher does: ask, launch, and feed timings back one

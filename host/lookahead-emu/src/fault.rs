@@ -1,9 +1,11 @@
-//! The report of an emulated GPU thread that overflows its stack. Each thread runs on a
-//! coroutine stack whose lowest page is a guard page; touching the guard page raises SIGSEGV, which
-//! would end the process with no message. This handler recognises a fault in the running
-//! coroutine's guard page, prints which kernel, block and thread overflowed and what to do,
-//! and ends the process (a stack overflow cannot be unwound). Other faults go to the handler
-//! that was there before (Rust's own, which reports overflows of ordinary threads).
+//! The report of an emulated GPU thread that faults: it overflows its stack, or an `unsafe`
+//! access (`get_unchecked`, a raw pointer) reaches memory it does not own. Each thread runs on
+//! a coroutine stack whose lowest page is a guard page; either fault raises SIGSEGV (or
+//! SIGBUS), which would end the process with no message. This handler, for a fault while an
+//! emulated thread runs, prints which kernel, block and thread faulted, at what address, and
+//! what to do, and ends the process (a fault cannot be unwound). Faults outside a launch go to
+//! the handler that was there before (Rust's own, which reports overflows of ordinary
+//! threads).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,7 +49,35 @@ pub(crate) fn install() {
                 }
             }
         }
+        name_the_thread_of_aborting_panics();
     });
+}
+
+/// A debug build checks `unsafe` preconditions (`get_unchecked`'s index, say) with a panic
+/// that cannot unwind: the process aborts after the panic hook, before the emulator could
+/// report it. This hook (after the one that was there) adds the kernel, block and thread.
+fn name_the_thread_of_aborting_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        previous(info);
+        let message = (info.payload().downcast_ref::<&str>().copied())
+            .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("");
+        let aborts = message.starts_with("unsafe precondition")
+            || message.contains("cannot unwind")
+            || message.contains("does not allow unwinding");
+        if !aborts {
+            return;
+        }
+        crate::thread::with_current(|t| {
+            eprintln!(
+                "lookahead emulator: the failed check above is in kernel `{}`, block {:?}, \
+                 thread {:?}: an `unsafe` access out of its bounds? Index with `x[i]` to get \
+                 a report with the index and the length.",
+                t.block.launch.kernel, t.block.block_idx, t.thread_idx
+            )
+        });
+    }));
 }
 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -56,13 +86,15 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let (limit, thread) = overflow_context();
     // The guard page is the stack's lowest page, starting at its limit.
     let guard_end = limit + PAGE.load(Ordering::Relaxed);
-    if limit != 0
-        && !thread.is_null()
-        && addr < guard_end
-        && addr >= limit.saturating_sub(GUARD_SLACK)
-    {
+    if !thread.is_null() {
+        let overflow = limit != 0 && addr < guard_end && addr >= limit.saturating_sub(GUARD_SLACK);
+        let fault = if overflow {
+            Fault::StackOverflow
+        } else {
+            Fault::BadAddress(addr)
+        };
         // SAFETY: the scheduler sets the pointer only while the thread's context is alive.
-        report(unsafe { &*thread });
+        report(unsafe { &*thread }, fault);
     }
     let previous = if sig == libc::SIGBUS {
         PREVIOUS_BUS.get()
@@ -100,26 +132,56 @@ unsafe fn chain(
     }
 }
 
+/// What an emulated thread did.
+enum Fault {
+    StackOverflow,
+    /// A load or store at this address faulted.
+    BadAddress(usize),
+}
+
 /// Writes the report to standard error and aborts. Runs in a signal handler: it formats into
 /// a fixed buffer (no allocation, no lock) and writes with one `write(2)`.
-fn report(t: &crate::thread::ThreadCtx<'_>) -> ! {
+fn report(t: &crate::thread::ThreadCtx<'_>, fault: Fault) -> ! {
     let launch = t.block.launch;
     let mut buf = FixedBuf::default();
-    let _ = writeln!(
-        buf,
-        "lookahead emulator: kernel `{}` overflowed the stack of block {:?}, thread {:?}: an \
-         emulated GPU thread has {} KiB of stack (`Emulator::stack_size`). A large local \
-         array? On the GPU a thread's local memory is at most 512 KiB; keep large data in a \
-         slice the host passes, or in shared memory.",
-        launch.kernel,
-        t.block.block_idx,
-        t.thread_idx,
-        launch.stack_size / 1024
-    );
+    let (kernel, block, thread) = (launch.kernel, t.block.block_idx, t.thread_idx);
+    let _ = match fault {
+        Fault::StackOverflow => writeln!(
+            buf,
+            "lookahead emulator: kernel `{kernel}` overflowed the stack of block {block:?}, \
+             thread {thread:?}: an emulated GPU thread has {} KiB of stack \
+             (`Emulator::stack_size`). A large local array? On the GPU a thread's local memory \
+             is at most 512 KiB; keep large data in a slice the host passes, or in shared \
+             memory.",
+            launch.stack_size / 1024
+        ),
+        Fault::BadAddress(addr) => writeln!(
+            buf,
+            "lookahead emulator: kernel `{kernel}` accessed memory it does not own ({}) in \
+             block {block:?}, thread {thread:?}: an out-of-bounds or dangling \
+             access in `unsafe` code (`get_unchecked`, a raw pointer). On the GPU this is an \
+             illegal address error, or silent corruption. Index with `x[i]` to get the index \
+             and the length in a report, or check the unsafe code's bounds.",
+            // The CPU gives no address for one outside the address space's canonical half.
+            Address(addr)
+        ),
+    };
     // SAFETY: writes the buffer's initialised bytes to standard error.
     unsafe {
         libc::write(2, buf.bytes.as_ptr().cast(), buf.len);
         libc::abort()
+    }
+}
+
+/// A faulting address as the report shows it.
+struct Address(usize);
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            0 => f.write_str("an address outside the process's address space"),
+            a => write!(f, "address {a:#x}"),
+        }
     }
 }
 
