@@ -707,9 +707,9 @@ fn auto_kernels_run_each_candidate_once_here_then_l2_and_launch_variant_runs_any
     assert_eq!(
         pf_auto::ENTRIES,
         [
-            (None, "pf_auto"),
-            (Some(Level::L2), "pf_auto__l2"),
-            (Some(Level::L2EvictLast), "pf_auto__l2_evict_last")
+            (Variant::PLAIN, "pf_auto"),
+            (l2, "pf_auto__l2"),
+            (evict_last, "pf_auto__l2_evict_last")
         ]
     );
     assert_eq!(pf_auto::auto_choice(&emu), Some(l2));
@@ -1218,7 +1218,7 @@ fn every_parameter_kind_and_prefetch_form_matches_the_cpu() {
     }
     assert_eq!(
         kind_auto_sum::ENTRIES[3],
-        (Some(Level::Bulk), "kind_auto_sum__bulk")
+        (Variant::new(Level::Bulk, 0), "kind_auto_sum__bulk")
     );
 
     let offsets: Vec<u32> = vec![0, 100, 100, 640, n as u32];

@@ -85,6 +85,10 @@ fn pipelined_loops_written_with_the_attribute_match_the_cpu() {
         k::attr_sum_portable::launch(&emu, cfg, x.words(), &mut out).unwrap();
         assert_eq!(out, want, "bulk_portable, {landing:?}");
     }
+    let emu = Emulator::new();
+    let mut out = vec![u32::MAX; blocks * 256];
+    k::attr_sum_load_store::launch(&emu, cfg, x.words(), &mut out).unwrap();
+    assert_eq!(out, want, "load_store");
     // Two targets, one of them gathered rows.
     let rows = 37;
     let table = inputs(rows * k::TWO_ROW, 4);
@@ -302,5 +306,59 @@ fn a_missing_arrive_is_a_deadlock() {
     assert!(
         text.contains("still expects 32 of its 128 arrivals"),
         "{text}"
+    );
+}
+
+/// `stages = auto, copy = auto`: one entry per candidate pipeline and the plain one (loads
+/// and stores), each matching the CPU, and the tuned launches running every entry in turn.
+#[test]
+fn a_pipeline_with_auto_stages_has_an_entry_per_candidate_and_each_matches_the_cpu() {
+    use lookahead::launch::autotune::{CopyKind, Variant};
+    let auto = k::attr_sum_auto::CANDIDATES;
+    let mut want_candidates = vec![Variant::PLAIN];
+    for copy in [CopyKind::CpAsync, CopyKind::BulkPortable] {
+        want_candidates.extend((2..=4).map(|s| Variant::pipelined(copy, s)));
+    }
+    assert_eq!(auto, want_candidates.as_slice());
+    let names: Vec<&str> = k::attr_sum_auto::ENTRIES.iter().map(|e| e.1).collect();
+    assert_eq!(
+        names,
+        [
+            "attr_sum_auto",
+            "attr_sum_auto__cp_async_s2",
+            "attr_sum_auto__cp_async_s3",
+            "attr_sum_auto__cp_async_s4",
+            "attr_sum_auto__bulk_portable_s2",
+            "attr_sum_auto__bulk_portable_s3",
+            "attr_sum_auto__bulk_portable_s4",
+        ]
+    );
+    let (n, blocks) = (k::STAGE * 9 + 20, 3usize);
+    let x = inputs(n, 0x5ea);
+    let want = k::pipe_sum_reference(x.words(), blocks);
+    let cfg = LaunchConfig::grid_stride(blocks * 256, 256, blocks as u32);
+    let emu = Emulator::new().async_copy_landing(Landing::Early { seed: 9 });
+    for v in auto {
+        let mut out = vec![u32::MAX; blocks * 256];
+        k::attr_sum_auto::launch_variant(*v, &emu, cfg, x.words(), &mut out).unwrap();
+        assert_eq!(out, want, "{v}");
+    }
+    // Tuned launches on the emulator run each candidate once, then the first pipelined one.
+    for _ in 0..auto.len() + 2 {
+        let mut out = vec![u32::MAX; blocks * 256];
+        k::attr_sum_auto::launch(&emu, cfg, x.words(), &mut out).unwrap();
+        assert_eq!(out, want);
+    }
+    let e = k::attr_sum_auto::launch_variant(
+        Variant::pipelined(CopyKind::Bulk, 3),
+        &emu,
+        cfg,
+        x.words(),
+        &mut vec![0u32; blocks * 256],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("bulk_s3") && e.to_string().contains("cp_async_s2"),
+        "{e}"
     );
 }

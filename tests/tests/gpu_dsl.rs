@@ -394,7 +394,7 @@ fn every_parameter_kind_and_prefetch_form_matches_the_cpu_on_the_gpu() {
     let _: Option<Variant> = kind_auto_sum::auto_choice(&on);
     assert_eq!(
         kind_auto_sum::ENTRIES[3],
-        (Some(Level::Bulk), "kind_auto_sum__bulk")
+        (Variant::new(Level::Bulk, 0), "kind_auto_sum__bulk")
     );
     assert_eq!(kind_auto_sum::CANDIDATES.len(), 1 + 3 * 2);
 

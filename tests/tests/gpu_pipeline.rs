@@ -131,3 +131,45 @@ fn two_staged_targets_and_the_raw_instructions_match_the_cpu() {
         assert_eq!(got[1], x);
     }
 }
+
+/// `stages = auto, copy = auto`: the tuned launches take turns over the candidate pipelines
+/// (and the plain entry's loads and stores), every launch gives the CPU's sums, and the
+/// tuner settles on one of them. Prints what it measured.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_pipeline_with_auto_stages_is_tuned_and_every_launch_matches_the_cpu() {
+    use lookahead::launch::autotune::AutoTuner;
+    let gpu = gpu();
+    let blocks = 132usize;
+    let x = words(k::STAGE * 4000 + 76, 11);
+    let want = k::pipe_sum_reference(&x, blocks);
+    let dx = gpu.stream().clone_htod(&x).unwrap();
+    let cfg = lookahead::launch::LaunchConfig::grid_stride(blocks * 256, 256, blocks as u32);
+    let mut launches = 0;
+    while k::attr_sum_auto::auto_choice(&gpu).is_none() {
+        assert!(launches < 200, "the tuner did not settle in 200 launches");
+        let mut out = gpu
+            .stream()
+            .clone_htod(&vec![u32::MAX; blocks * 256])
+            .unwrap();
+        k::attr_sum_auto::launch(&gpu, cfg, &dx, &mut out).unwrap();
+        gpu.synchronize().unwrap();
+        assert_eq!(
+            gpu.stream().clone_dtoh(&out).unwrap(),
+            want,
+            "launch {launches}"
+        );
+        launches += 1;
+    }
+    let choice = k::attr_sum_auto::auto_choice(&gpu).unwrap();
+    assert!(k::attr_sum_auto::CANDIDATES.contains(&choice), "{choice}");
+    for s in AutoTuner::global().status_all() {
+        if s.key.kernel == "attr_sum_auto" {
+            println!("attr_sum_auto: chose {choice} after {launches} launches");
+            for c in &s.candidates {
+                let ms = c.median_ms.map_or("-".into(), |m| format!("{m:.4} ms"));
+                println!("  {:<18} {ms} ({} samples)", c.variant.name(), c.samples);
+            }
+        }
+    }
+}

@@ -359,12 +359,13 @@ fn indices_atomics_warp_sync_and_shared_memory() {
             .matches(".shared .align 16 .b8 __lookahead_shared_ptx_kernels_")
             .count();
         // intr_shared's two arrays, bug_missing_barrier's, bug_uninitialised_shared's,
-        // warp_synced_neighbour's and kind_prefetch_forms'; from sm_80 on also the pipeline
-        // kernels' stages and mbarriers (`ptx_pipeline.rs`), which sm_70 does not have.
+        // warp_synced_neighbour's, kind_prefetch_forms' and attr_sum_load_store's stages and
+        // mbarrier words (unused by its copies, still declared); from sm_80 on also the other
+        // pipeline kernels' (`ptx_pipeline.rs`), which sm_70 does not have.
         if cc == 70 {
-            assert_eq!(arrays, 6, "sm_{cc}");
+            assert_eq!(arrays, 8, "sm_{cc}");
         } else {
-            assert!(arrays > 6, "sm_{cc}: {arrays}");
+            assert!(arrays > 8, "sm_{cc}: {arrays}");
         }
         let b = body(cc, "intr_shared");
         assert!(b.contains("cvta.shared.u64"), "sm_{cc}");

@@ -85,6 +85,54 @@ fn a_portable_bulk_pipeline_is_bulk_on_sm_90_and_cp_async_below() {
 }
 
 #[test]
+fn a_load_store_pipeline_stages_through_registers_on_every_architecture() {
+    for cc in [70, 80, 90] {
+        let b = body(cc, "attr_sum_load_store");
+        // The stage's address is generic (`st.b32`): the copy code is the kinds' common one.
+        for insn in ["ld.global", "st.b32", "bar.sync"] {
+            assert!(
+                !lines_inside_loops(b, insn).is_empty(),
+                "sm_{cc}: {insn} not in the loop:\n{b}"
+            );
+        }
+        assert!(
+            !b.contains("cp.async") && !b.contains("mbarrier"),
+            "sm_{cc}:\n{b}"
+        );
+    }
+}
+
+#[test]
+fn auto_stages_compile_one_entry_per_candidate_pipeline() {
+    for cc in [80, 90] {
+        // The plain entry stages with loads and stores.
+        let plain = body(cc, "attr_sum_auto");
+        assert!(
+            !plain.contains("cp.async") && !plain.contains("mbarrier"),
+            "sm_{cc}:\n{plain}"
+        );
+        for s in 2..=4 {
+            let b = body(cc, &format!("attr_sum_auto__cp_async_s{s}"));
+            assert!(!lines_inside_loops(b, CG).is_empty(), "sm_{cc} s{s}:\n{b}");
+            let portable = body(cc, &format!("attr_sum_auto__bulk_portable_s{s}"));
+            if cc >= 90 {
+                assert!(
+                    !lines_inside_loops(portable, BULK).is_empty(),
+                    "s{s}:\n{portable}"
+                );
+                // One mbarrier per stage: the stage count is the entry's own.
+                assert_eq!(portable.matches(INIT).count(), s, "s{s}:\n{portable}");
+            } else {
+                assert!(
+                    portable.contains(CG) && !portable.contains("mbarrier"),
+                    "s{s}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn the_raw_instructions_are_emitted_as_written() {
     for cc in [80, 90] {
         let b = body(cc, "raw_cp_async");

@@ -31,6 +31,13 @@ pub const SM80_KERNELS: &[&str] = &[
     "attr_sum_cp_async",
     "attr_sum_portable",
     "attr_two",
+    "attr_sum_auto",
+    "attr_sum_auto__cp_async_s2",
+    "attr_sum_auto__cp_async_s3",
+    "attr_sum_auto__cp_async_s4",
+    "attr_sum_auto__bulk_portable_s2",
+    "attr_sum_auto__bulk_portable_s3",
+    "attr_sum_auto__bulk_portable_s4",
 ];
 
 /// Kernels from sm_90 on.
@@ -335,7 +342,7 @@ pub fn bug_source_written_in_flight(x: &mut [u32], out: &mut [u32]) {
 /// [`pipe_sum_reference`]'s sum, written with the attribute: each block's chunks staged
 /// three ahead into shared memory, the body reading them as `tile`.
 macro_rules! attr_sum {
-    ($name:ident, $copy:ident) => {
+    ($name:ident, $($option:tt)*) => {
         #[kernel(min_len(out = 256))]
         pub fn $name(x: &[u32], out: &mut [u32]) {
             let (b, grid, t) = (
@@ -345,7 +352,7 @@ macro_rules! attr_sum {
             );
             let chunks = x.len().div_ceil(STAGE);
             let mut acc = 0u32;
-            #[prefetch_next(into = shared([u32; STAGE]), stages = 3, copy = $copy, of(tile = chunk(x, c)))]
+            #[prefetch_next(into = shared([u32; STAGE]), $($option)*, of(tile = chunk(x, c)))]
             for c in (b..chunks).step_by(grid) {
                 if t < tile.len() {
                     acc = acc.wrapping_add(tile[t]);
@@ -359,9 +366,16 @@ macro_rules! attr_sum {
 }
 
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
-attr_sum!(attr_sum_cp_async, cp_async);
+attr_sum!(attr_sum_cp_async, stages = 3, copy = cp_async);
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
-attr_sum!(attr_sum_portable, bulk_portable);
+attr_sum!(attr_sum_portable, stages = 3, copy = bulk_portable);
+// Loads and stores through registers: any architecture.
+attr_sum!(attr_sum_load_store, stages = 2, copy = load_store);
+// The copy kind and stage count chosen by measurement: entries for `cp_async` and
+// `bulk_portable` at 2, 3 and 4 stages, and the plain entry, which stages with loads and
+// stores.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
+attr_sum!(attr_sum_auto, stages = auto, copy = auto);
 
 /// Rows of [`TWO_ROW`] words: iteration `c` stages row `c` of `x` and the two rows of `x`
 /// that `idx[2c]`, `idx[2c + 1]` name, and writes their sum to row `c` of `out`.

@@ -388,7 +388,7 @@ fn the_embedding_bag_matches_the_cpu_in_every_candidate_and_prefetches_its_rows(
     let mut out = vec![f32::NAN; want.len()];
     bag_m_none::launch(&emu(), c, &table, &idx, &bag_off, &mut out).unwrap();
     close(&out, &want, 1e-5);
-    let levels: Vec<Option<Level>> = bag_m_tuned::ENTRIES.iter().map(|e| e.0).collect();
+    let levels: Vec<Option<Level>> = bag_m_tuned::ENTRIES.iter().map(|e| e.0.level).collect();
     assert_eq!(
         levels,
         [

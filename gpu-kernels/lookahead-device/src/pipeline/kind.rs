@@ -26,7 +26,8 @@ pub struct RowCopy {
     pub barrier: MBarrier,
 }
 
-/// How a [`super::Pipeline`] fills its stages: [`CpAsync`], [`Bulk`] or [`BulkPortable`].
+/// How a [`super::Pipeline`] fills its stages: [`CpAsync`], [`Bulk`], [`BulkPortable`] or
+/// [`LoadStore`].
 /// Sealed; its methods are the pipeline's.
 pub trait CopyKind: sealed::Sealed {
     /// Its name in the tuner's candidates (`cp_async`, `bulk`).
@@ -73,9 +74,34 @@ pub struct Bulk;
 #[derive(Debug, Clone, Copy)]
 pub struct BulkPortable;
 
+/// Every thread copies its share of a stage with ordinary loads and stores, through
+/// registers, and the wait is a block barrier: nothing is in flight while the block computes.
+/// Any architecture. The baseline a `stages = auto` kernel's plain entry uses, and a way to
+/// keep a pipelined loop on GPUs older than sm_80.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadStore;
+
+impl sealed::Sealed for LoadStore {}
 impl sealed::Sealed for CpAsync {}
 impl sealed::Sealed for Bulk {}
 impl sealed::Sealed for BulkPortable {}
+
+impl CopyKind for LoadStore {
+    const NAME: &'static str = "load_store";
+    #[inline(always)]
+    fn init<const S: usize>(_: SharedArray<u64, S>) {}
+    #[inline(always)]
+    fn begin_fill(_: u32) {}
+    #[inline(always)]
+    fn end_fill(_: MBarrier, _: u32, _: u32) {}
+    #[inline(always)]
+    fn wait(_: MBarrier, _: u32, _: u32) {}
+    #[inline(always)]
+    unsafe fn copy_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) -> u32 {
+        sync_rows(c, row);
+        (c.rows * c.row_bytes) as u32
+    }
+}
 
 impl CopyKind for CpAsync {
     const NAME: &'static str = "cp_async";

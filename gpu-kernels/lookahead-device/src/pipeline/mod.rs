@@ -12,6 +12,7 @@
 //! | [`bulk::copy_bulk`] | `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes` | sm_90 |
 //! | [`bulk::fence_proxy_async_shared`] | `fence.proxy.async.shared::cta` | sm_90 |
 //! | [`Pipeline`] with [`CpAsync`] / [`Bulk`] / [`BulkPortable`] | the above, typed | sm_80 / sm_90 / both |
+//! | [`Pipeline`] with [`LoadStore`] | `ld.global`, `st.shared`, `bar.sync` | any |
 //!
 //! As with the prefetch instructions, calling one on a GPU architecture that lacks it is a
 //! compile error naming the architecture needed ("needs sm_90 (Hopper) or newer").
@@ -42,7 +43,7 @@ mod stage;
 
 #[doc(hidden)]
 pub use kind::RowCopy;
-pub use kind::{Bulk, BulkPortable, CopyKind, CpAsync};
+pub use kind::{Bulk, BulkPortable, CopyKind, CpAsync, LoadStore};
 pub use mbarrier::MBarrier;
 #[doc(hidden)]
 pub use source::{range_count, stage_in, staged};
@@ -52,7 +53,7 @@ pub use stage::{Copier, Pipeline, Ready};
 /// `pipeline!(T; LEN, stages = S, copy = K)`: a block-wide [`Pipeline`] of `S` stages of
 /// `LEN` elements of `T` in static shared memory (`S * LEN * size_of::<T>()` bytes, at most
 /// 48 KiB with the rest of the block's `shared_array!`s), filled by copies of kind `K`
-/// ([`CpAsync`], [`Bulk`] or [`BulkPortable`]). Every thread of the block must reach it (it
+/// ([`CpAsync`], [`Bulk`], [`BulkPortable`] or [`LoadStore`]). Every thread of the block must reach it (it
 /// ends with a block barrier). Each call site is one pipeline.
 ///
 /// ```ignore

@@ -10,17 +10,42 @@ use crate::ident::distance;
 use crate::level::Level;
 use crate::parse::kernel::{DeviceFn, Kernel, LaunchBounds};
 use crate::parse::params::Param;
+use crate::parse::pipeline::Copy;
 use crate::rewrite::{self, Entry};
+
+/// The candidate an entry of an auto-tuned kernel compiles: a prefetch level of its
+/// `level = auto` loops, or a pipeline of its `stages = auto` / `copy = auto` loops.
+#[derive(Clone, Copy)]
+pub enum Tag {
+    Level(Level),
+    Pipe(Copy, usize),
+}
+
+impl Tag {
+    fn entry(self) -> Entry {
+        match self {
+            Tag::Level(l) => Entry::At(l),
+            Tag::Pipe(c, s) => Entry::Piped(c, s),
+        }
+    }
+    /// The suffix of its entry's name: `l2`, `cp_async_s3`, ...
+    pub fn suffix(self) -> String {
+        match self {
+            Tag::Level(l) => l.name().to_string(),
+            Tag::Pipe(c, s) => format!("{}_s{s}", c.name()),
+        }
+    }
+}
 
 /// A kernel and its bodies, one per entry: what its items are generated from.
 pub struct KernelGen<'a> {
     pub k: &'a Kernel,
     /// The plain entry's body: every `#[prefetch_next]` loop rewritten, except the
-    /// `level = auto` ones, which do not prefetch there.
+    /// `level = auto` ones, which do not prefetch there, and the `stages = auto` ones, which
+    /// copy with loads and stores.
     pub plain: Block,
-    /// For `level = auto`: one body per candidate level, its `level = auto` loops
-    /// prefetching at that level.
-    pub hinted: Vec<(Level, Block)>,
+    /// For an auto-tuned kernel: one body per candidate.
+    pub hinted: Vec<(Tag, Block)>,
 }
 
 /// The items of the kernel `k`.
@@ -36,8 +61,9 @@ pub fn kernel(k: &Kernel) -> TokenStream {
     let g = KernelGen {
         k,
         plain: body(Entry::Plain),
-        hinted: (k.levels.iter())
-            .map(|level| (*level, body(Entry::At(*level))))
+        hinted: (k.levels.iter().map(|l| Tag::Level(*l)))
+            .chain(k.pipelines.iter().map(|(c, s)| Tag::Pipe(*c, *s)))
+            .map(|tag| (tag, body(tag.entry())))
             .collect(),
     };
     g.expand()
@@ -79,9 +105,9 @@ impl KernelGen<'_> {
     pub fn export(&self) -> String {
         self.name().unraw().to_string()
     }
-    /// The entry's name at `level` (`level = auto`).
-    pub fn level_export(&self, level: Level) -> String {
-        format!("{}__{}", self.export(), level.name())
+    /// The name of the entry of candidate `tag`.
+    pub fn tag_export(&self, tag: Tag) -> String {
+        format!("{}__{}", self.export(), tag.suffix())
     }
     pub fn auto(&self) -> bool {
         !self.hinted.is_empty()
@@ -91,12 +117,12 @@ impl KernelGen<'_> {
     pub fn body_fn(&self) -> Ident {
         format_ident!("kernel_body_of_{}", self.export())
     }
-    pub fn level_body_fn(&self, level: Level) -> Ident {
-        format_ident!("kernel_body_of_{}", self.level_export(level))
+    pub fn tag_body_fn(&self, tag: Tag) -> Ident {
+        format_ident!("kernel_body_of_{}", self.tag_export(tag))
     }
     /// Every entry's name: `NAME`, then one per candidate level.
     pub fn exports(&self) -> Vec<String> {
-        let levels = self.hinted.iter().map(|(l, _)| self.level_export(*l));
+        let levels = self.hinted.iter().map(|(t, _)| self.tag_export(*t));
         std::iter::once(self.export()).chain(levels).collect()
     }
     /// The trailing parameter of every body and entry of a `level = auto` kernel: the
@@ -191,11 +217,8 @@ impl KernelGen<'_> {
         let body_fn = self.body_fn();
         let allow =
             quote!(#[allow(dead_code, clippy::all, unused_mut, unused_variables, non_snake_case)]);
-        let hinted = self.hinted.iter().map(|(level, block)| {
-            let (level_fn, block) = (
-                self.level_body_fn(*level),
-                super::no_std::without_std(block),
-            );
+        let hinted = self.hinted.iter().map(|(tag, block)| {
+            let (level_fn, block) = (self.tag_body_fn(*tag), super::no_std::without_std(block));
             quote! {
                 #[doc(hidden)]
                 #allow
@@ -218,15 +241,11 @@ impl KernelGen<'_> {
     /// The PTX entries: `NAME`, and `NAME__<level>` per candidate level for `level = auto`.
     fn entries(&self) -> TokenStream {
         let plain = self.entry(&self.export(), &self.body_fn(), &docs(&self.k.f.attrs));
-        let hinted = self.hinted.iter().map(|(level, _)| {
+        let hinted = self.hinted.iter().map(|(tag, _)| {
             let doc: Attribute = syn::parse_quote!(
-                /// A candidate entry of a kernel with `#[prefetch_next(level = auto)]` loops.
+                /// A candidate entry of a kernel with auto-tuned `#[prefetch_next]` loops.
             );
-            self.entry(
-                &self.level_export(*level),
-                &self.level_body_fn(*level),
-                &[&doc],
-            )
+            self.entry(&self.tag_export(*tag), &self.tag_body_fn(*tag), &[&doc])
         });
         quote!(#plain #(#hinted)*)
     }

@@ -2,10 +2,11 @@
 //! `launch_variant` and `auto_choice`.
 
 use proc_macro2::{Ident, TokenStream};
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::kernel::KernelGen;
+use crate::generate::kernel::Tag;
 use crate::ident::{args, mixed};
 use crate::level::Level;
 use crate::parse::kernel::is_int_literal;
@@ -15,6 +16,21 @@ use crate::paths;
 /// `level` as the host names it: the device runtime's `prefetch::Level`.
 fn level_tokens(level: Level) -> TokenStream {
     paths::level(level.info().variant)
+}
+
+/// The tuner's variant that launches the entry of `tag` (at distance 0).
+fn entry_variant(tag: Tag) -> TokenStream {
+    let au = paths::autotune();
+    match tag {
+        Tag::Level(l) => {
+            let l = level_tokens(l);
+            quote!(#au::Variant::new(#l, 0))
+        }
+        Tag::Pipe(c, s) => {
+            let (kind, s) = (format_ident!("{}", c.kind()), s as u8);
+            quote!(#au::Variant::pipelined(#au::CopyKind::#kind, #s))
+        }
+    }
 }
 
 impl KernelGen<'_> {
@@ -211,17 +227,20 @@ impl KernelGen<'_> {
                 unsafe { super::#here::#body_fn(#(#rebuilt),*) }
             };
         }
-        let arms = self.hinted.iter().map(|(level, _)| {
-            let (level, level_fn) = (level_tokens(*level), self.level_body_fn(*level));
-            let level = quote!(::core::option::Option::Some(#level));
-            quote!(#level => unsafe { super::#here::#level_fn(#(#rebuilt,)* #variant.distance) },)
+        let arms = self.hinted.iter().map(|(tag, _)| {
+            let (key, tag_fn) = (entry_variant(*tag), self.tag_body_fn(*tag));
+            quote! {
+                if #variant.same_entry(#key) {
+                    unsafe { super::#here::#tag_fn(#(#rebuilt,)* #variant.distance) }
+                } else
+            }
         });
         quote! {
             #[allow(unused_unsafe)]
-            match #variant.level {
-                #(#arms)*
-                // The plain entry (`entry_for` refused any level the kernel lacks).
-                _ => unsafe { super::#here::#body_fn(#(#rebuilt,)* #variant.distance) },
+            #(#arms)*
+            // The plain entry (`entry_for` refused any entry the kernel lacks).
+            {
+                unsafe { super::#here::#body_fn(#(#rebuilt,)* #variant.distance) }
             }
         }
     }
@@ -280,14 +299,16 @@ impl KernelGen<'_> {
             forward(quote!(::core::option::Option::Some(#variant))),
         );
         quote! {
-            pub use #au::{Level, Variant};
+            pub use #au::{CopyKind, Level, Variant};
 
             /// The candidates the tuner measures: the plain entry, then each level at each
-            /// distance of the kernel's `level = auto` loops.
+            /// distance of the kernel's `level = auto` loops (or each pipeline of its
+            /// `stages = auto` loops).
             pub const CANDIDATES: &[Variant] = &[#(#candidates),*];
 
-            /// The PTX entry of each level (`None`: the plain entry).
-            pub const ENTRIES: &[(::core::option::Option<Level>, &str)] = &[#(#entries),*];
+            /// The PTX entry of each candidate entry, keyed by a variant that launches it
+            /// (distance 0).
+            pub const ENTRIES: &[(Variant, &str)] = &[#(#entries),*];
 
             #[doc = #auto_doc]
             #[allow(clippy::too_many_arguments, non_snake_case)]
@@ -326,8 +347,8 @@ impl KernelGen<'_> {
         }
     }
 
-    /// `CANDIDATES` (plain, then every level at every distance) and `ENTRIES` (the plain
-    /// one, then one per level) of a `level = auto` kernel.
+    /// `CANDIDATES` (plain, then every level at every distance, or every pipeline) and
+    /// `ENTRIES` (the plain one, then one per level or pipeline) of an auto-tuned kernel.
     fn candidate_tables(&self) -> (Vec<TokenStream>, Vec<TokenStream>) {
         let au = paths::autotune();
         let distances: Vec<u32> = match self.k.distances.as_slice() {
@@ -337,16 +358,19 @@ impl KernelGen<'_> {
         let mut candidates = vec![quote!(#au::Variant::PLAIN)];
         let mut entries = vec![{
             let n = self.export();
-            quote!((::core::option::Option::None, #n))
+            quote!((#au::Variant::PLAIN, #n))
         }];
-        for (level, _) in &self.hinted {
-            let (level, export) = (level_tokens(*level), self.level_export(*level));
-            candidates.extend(
-                distances
-                    .iter()
-                    .map(|d| quote!(#au::Variant::new(#level, #d))),
-            );
-            entries.push(quote!((::core::option::Option::Some(#level), #export)));
+        for (tag, _) in &self.hinted {
+            let (key, export) = (entry_variant(*tag), self.tag_export(*tag));
+            match tag {
+                Tag::Level(l) => {
+                    let l = level_tokens(*l);
+                    let at = distances.iter().map(|d| quote!(#au::Variant::new(#l, #d)));
+                    candidates.extend(at);
+                }
+                Tag::Pipe(..) => candidates.push(key.clone()),
+            }
+            entries.push(quote!((#key, #export)));
         }
         (candidates, entries)
     }
@@ -361,8 +385,9 @@ impl KernelGen<'_> {
             .collect::<Vec<_>>()
             .join(", ");
         let auto_doc = format!(
-            "Launches `{name_str}` choosing its prefetch level and distance by measurement (its \
-             `#[prefetch_next(level = auto)]` loops): on each GPU the first launches take turns \
+            "Launches `{name_str}` choosing by measurement the prefetch level and distance of \
+             its `#[prefetch_next(level = auto)]` loops, or the copy kind and stages of its \
+             `stages = auto` / `copy = auto` pipelines: on each GPU the first launches take turns \
              over [`CANDIDATES`] (entries {entries}), each timed with CUDA events on the launch \
              stream from a cold L2; the clearly slower ones are dropped early, and once the \
              leader is clear every launch uses it (see `lookahead::launch::autotune` and \
@@ -373,9 +398,9 @@ impl KernelGen<'_> {
             self.safety_doc()
         );
         let variant_doc = format!(
-            "Launches the given candidate of `{name_str}` ([`Variant::PLAIN`], or a level of \
-             [`ENTRIES`] at any distance), with no measurement. A level the kernel was not \
-             compiled at is an error. Checks the configuration and the declared length rules, \
+            "Launches the given candidate of `{name_str}` ([`Variant::PLAIN`], or an entry of \
+             [`ENTRIES`], a level at any distance), with no measurement. An entry the kernel \
+             was not compiled with is an error. Checks the configuration and the declared length rules, \
              then launches: asynchronously on `on`'s stream on a GPU, to completion on the CPU \
              emulator.{}",
             self.safety_doc()

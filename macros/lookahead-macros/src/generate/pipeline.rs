@@ -9,18 +9,19 @@ use syn::spanned::Spanned;
 use syn::Expr;
 
 use crate::ident::mixed;
-use crate::parse::pipeline::PipelinedLoop;
+use crate::parse::pipeline::{Copy, PipelinedLoop};
 use crate::paths;
 
-/// The loop `l` as a pipeline: its prologue, then the loop with each iteration's wait,
-/// refill and staged names.
-pub fn pipelined_loop(l: &PipelinedLoop) -> Expr {
+/// The loop `l` as a pipeline copying with `copy` through `stages` stages (its options', or
+/// an entry's for `stages = auto` / `copy = auto`): its prologue, then the loop with each
+/// iteration's wait, refill and staged names.
+pub fn pipelined_loop(l: &PipelinedLoop, copy: Copy, stages: usize) -> Expr {
     let (f, o, attr_span) = (&l.f, &l.options, l.attr_span);
     let (var, start, end, step, inclusive) = (&l.var, &l.start, &l.end, &l.step, l.inclusive);
     let d = paths::device();
     let pl = quote!(#d::pipeline);
-    let (elem, len, stages) = (&o.elem, &o.len, o.stages);
-    let kind = format_ident!("{}", o.copy.kind());
+    let (elem, len) = (&o.elem, &o.len);
+    let kind = format_ident!("{}", copy.kind());
     let n = o.targets.len();
     let stage_len = quote!({ #n * (#len) });
     let (pipe, fill, k, i, c, st) = (

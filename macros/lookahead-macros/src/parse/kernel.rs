@@ -11,6 +11,7 @@ use syn::{Expr, Ident, ItemFn, Meta, Path, ReturnType, Token};
 use super::params::{classify, Param};
 use super::{combine, is_negative, shown};
 use crate::level::Level;
+use crate::parse::pipeline::Copy;
 use crate::rewrite::{self, AutoSummary, Entry};
 
 /// The options of `#[kernel(..)]`.
@@ -41,6 +42,9 @@ pub struct Kernel {
     pub levels: Vec<Level>,
     /// For `level = auto`: the distances its `distance = auto` loops try (empty: none).
     pub distances: Vec<u64>,
+    /// For `stages = auto` / `copy = auto`: the candidate pipelines, one entry each (empty:
+    /// no such loop).
+    pub pipelines: Vec<(Copy, usize)>,
 }
 
 /// A parsed and checked `#[device_fn]`.
@@ -84,9 +88,21 @@ impl Kernel {
         }
         errs.extend(check_length_rules(&opts, &params));
         // The loops are checked as the plain entry rewrites them.
-        let (loop_errs, AutoSummary { levels, distances }) =
-            rewrite::loops(&mut f.block.clone(), Entry::Plain, true);
+        let (loop_errs, summary) = rewrite::loops(&mut f.block.clone(), Entry::Plain, true);
         errs.extend(loop_errs);
+        let AutoSummary {
+            levels,
+            distances,
+            pipelines,
+        } = summary;
+        if !levels.is_empty() && !pipelines.is_empty() {
+            errs.push(syn::Error::new(
+                f.sig.ident.span(),
+                "a #[kernel] tunes either its prefetch hints (`level = auto`) or its pipelines \
+                 (`stages = auto`, `copy = auto`), not both: each is compiled once per \
+                 candidate; give one kind of loop fixed options",
+            ));
+        }
         if let Some(e) = combine(errs) {
             return Err(e);
         }
@@ -96,6 +112,7 @@ impl Kernel {
             opts,
             levels,
             distances,
+            pipelines,
         })
     }
 }

@@ -12,20 +12,48 @@ use syn::{Attribute, Expr, ExprForLoop, Ident, Lit, Meta, Pat, RangeLimits, Toke
 use crate::parse::loops::strip;
 
 /// How the stages are copied (`lookahead_device::pipeline`'s copy kinds).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub enum Copy {
     CpAsync,
     Bulk,
     BulkPortable,
+    LoadStore,
 }
 
 impl Copy {
-    /// The kind's type in `lookahead_device::pipeline`.
+    /// The kind's type in `lookahead_device::pipeline` (and variant of the tuner's
+    /// `CopyKind`).
     pub fn kind(self) -> &'static str {
         match self {
             Copy::CpAsync => "CpAsync",
             Copy::Bulk => "Bulk",
             Copy::BulkPortable => "BulkPortable",
+            Copy::LoadStore => "LoadStore",
+        }
+    }
+    /// Its name in `copy = ..`, and in entry names (`NAME__cp_async_s3`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Copy::CpAsync => "cp_async",
+            Copy::Bulk => "bulk",
+            Copy::BulkPortable => "bulk_portable",
+            Copy::LoadStore => "load_store",
+        }
+    }
+}
+
+/// A fixed option, or the candidates the tuner measures (`auto`, `auto(a, b, ..)`).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Choice<T> {
+    Fixed(T),
+    Auto(Vec<T>),
+}
+
+impl<T: Clone> Choice<T> {
+    fn values(&self) -> Vec<T> {
+        match self {
+            Choice::Fixed(v) => vec![v.clone()],
+            Choice::Auto(vs) => vs.clone(),
         }
     }
 }
@@ -40,15 +68,38 @@ pub struct Options {
     /// The element type and the elements per target of a stage (`into = shared([T; N])`).
     pub elem: Type,
     pub len: Expr,
-    pub stages: usize,
-    pub copy: Copy,
+    pub stages: Choice<usize>,
+    pub copy: Choice<Copy>,
     pub targets: Vec<Target>,
+}
+
+impl Options {
+    /// For `stages = auto` or `copy = auto`: every (copy, stages) the tuner measures, one
+    /// entry each, sorted; `None` when both are fixed.
+    pub fn candidates(&self) -> Option<Vec<(Copy, usize)>> {
+        if let (Choice::Fixed(_), Choice::Fixed(_)) = (&self.copy, &self.stages) {
+            return None;
+        }
+        let mut all: Vec<(Copy, usize)> = (self.copy.values().into_iter())
+            .flat_map(|c| self.stages.values().into_iter().map(move |s| (c, s)))
+            .collect();
+        all.sort();
+        all.dedup();
+        Some(all)
+    }
 }
 
 const USAGE: &str =
     "write `#[prefetch_next(into = shared([f32; 1024]), stages = 3, of(tile = &x[a..b]))]`: \
-`into = shared([T; N])` (N elements of T per target and stage), `stages = 2..=8` (default 3), \
-`copy = cp_async | bulk | bulk_portable` (default cp_async), `of(name = target, ..)`";
+`into = shared([T; N])` (N elements of T per target and stage), `stages = 2..=8` (default 3) or \
+`stages = auto` / `auto(2, 4, ..)`, `copy = cp_async | bulk | bulk_portable | load_store` (default \
+cp_async) or `copy = auto` / `auto(cp_async, bulk, ..)`, `of(name = target, ..)`";
+
+/// `stages = auto`'s candidates.
+const AUTO_STAGES: [usize; 3] = [2, 3, 4];
+/// `copy = auto`'s candidates: `bulk_portable` is `cp_async` below sm_90, so every
+/// architecture can build both.
+const AUTO_COPIES: [Copy; 2] = [Copy::CpAsync, Copy::BulkPortable];
 
 /// The most stages: `cp.async.wait_group` counts up to 7 groups in flight.
 const MAX_STAGES: u64 = 8;
@@ -74,6 +125,48 @@ fn into(value: &Expr) -> syn::Result<(Type, Expr)> {
     // `[T; N]` parses as an array-repeat expression; its element is the type.
     let elem: Type = syn::parse2(r.expr.to_token_stream()).map_err(|_| err())?;
     Ok((elem, (*r.len).clone()))
+}
+
+/// `auto` (`None`) or `auto(a, b, ..)` (the listed values, each parsed by `one`); `Err`
+/// with the value itself when it is not `auto` at all.
+fn auto_list<T: PartialEq>(
+    value: &Expr,
+    one: impl Fn(&Expr) -> syn::Result<T>,
+) -> Option<syn::Result<Option<Vec<T>>>> {
+    match strip(value) {
+        Expr::Path(p) if p.path.is_ident("auto") => Some(Ok(None)),
+        Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("auto")) => {
+            let listed: syn::Result<Vec<T>> = c.args.iter().map(one).collect();
+            Some(listed.and_then(|v| {
+                if v.is_empty() {
+                    Err(syn::Error::new(c.span(), "`auto(..)` lists at least one candidate; write `auto` for the default ones"))
+                } else {
+                    Ok(Some(v))
+                }
+            }))
+        }
+        _ => None,
+    }
+}
+
+/// `stages = S`, `stages = auto` or `stages = auto(a, b, ..)`.
+fn stages_choice(value: &Expr) -> syn::Result<Choice<usize>> {
+    match auto_list(value, stages) {
+        Some(listed) => Ok(Choice::Auto(
+            listed?.unwrap_or_else(|| AUTO_STAGES.to_vec()),
+        )),
+        None => stages(value).map(Choice::Fixed),
+    }
+}
+
+/// `copy = K`, `copy = auto` or `copy = auto(a, b, ..)`.
+fn copy_choice(value: &Expr) -> syn::Result<Choice<Copy>> {
+    match auto_list(value, copy) {
+        Some(listed) => Ok(Choice::Auto(
+            listed?.unwrap_or_else(|| AUTO_COPIES.to_vec()),
+        )),
+        None => copy(value).map(Choice::Fixed),
+    }
 }
 
 /// `stages = S`: an integer literal from 2 to [`MAX_STAGES`].
@@ -108,9 +201,10 @@ fn copy(value: &Expr) -> syn::Result<Copy> {
         Some("cp_async") => Ok(Copy::CpAsync),
         Some("bulk") => Ok(Copy::Bulk),
         Some("bulk_portable") => Ok(Copy::BulkPortable),
+        Some("load_store") => Ok(Copy::LoadStore),
         _ => Err(syn::Error::new(
             value.span(),
-            "`copy` is `cp_async` (sm_80: every thread copies its share), `bulk` (sm_90: the copy engine, rows 16-byte aligned) or `bulk_portable` (bulk on sm_90, cp_async below)",
+            "`copy` is `cp_async` (sm_80: every thread copies its share), `bulk` (sm_90: the copy engine, rows 16-byte aligned), `bulk_portable` (bulk on sm_90, cp_async below), `load_store` (loads and stores through registers, any GPU) or `auto` (the tuner measures `cp_async` and `bulk_portable`; `auto(..)` lists others)",
         )),
     }
 }
@@ -151,8 +245,8 @@ fn options(attr: &Attribute) -> syn::Result<Options> {
     for (key, meta) in super::keyed_options(metas)? {
         match (key.as_str(), &meta) {
             ("into", Meta::NameValue(nv)) => into_ = Some(into(&nv.value)?),
-            ("stages", Meta::NameValue(nv)) => stages_ = Some(stages(&nv.value)?),
-            ("copy", Meta::NameValue(nv)) => copy_ = Some(copy(&nv.value)?),
+            ("stages", Meta::NameValue(nv)) => stages_ = Some(stages_choice(&nv.value)?),
+            ("copy", Meta::NameValue(nv)) => copy_ = Some(copy_choice(&nv.value)?),
             ("of", Meta::List(list)) => of = Some(targets(list)?),
             ("distance" | "level" | "portable" | "queue" | "cache", _) => {
                 return Err(syn::Error::new(
@@ -170,8 +264,8 @@ fn options(attr: &Attribute) -> syn::Result<Options> {
     Ok(Options {
         elem,
         len,
-        stages: stages_.unwrap_or(3),
-        copy: copy_.unwrap_or(Copy::CpAsync),
+        stages: stages_.unwrap_or(Choice::Fixed(3)),
+        copy: copy_.unwrap_or(Choice::Fixed(Copy::CpAsync)),
         targets,
     })
 }

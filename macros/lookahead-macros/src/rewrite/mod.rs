@@ -14,7 +14,7 @@ use syn::{Attribute, Block, Expr, Ident, Pat};
 use crate::generate;
 use crate::level::Level;
 use crate::parse::loops::{is_prefetch_attr, PrefetchLoop, FORMS};
-use crate::parse::pipeline::{self, PipelinedLoop};
+use crate::parse::pipeline::{self, Choice, Copy, PipelinedLoop};
 use crate::parse::prefetch::Distance;
 
 /// Which entry of a kernel a body is rewritten for.
@@ -24,15 +24,23 @@ pub enum Entry {
     Plain,
     /// The entry at a candidate level: `level = auto` loops that list it prefetch at it.
     At(Level),
+    /// The entry of a candidate pipeline: `stages = auto` / `copy = auto` loops copy with
+    /// this kind through this many stages (in the plain entry, with `load_store` through 2).
+    Piped(Copy, usize),
 }
 
-/// What a body's `level = auto` loops ask for: the kernel's candidate levels and distances.
+/// What a body's auto-tuned loops ask for: the kernel's candidate levels and distances, or
+/// its candidate pipelines.
 #[derive(Default)]
 pub struct AutoSummary {
     /// Every level some `level = auto` loop tries, sorted (empty: there is no such loop).
     pub levels: Vec<Level>,
     /// Every distance some `distance = auto` loop tries, sorted (empty: none has one).
     pub distances: Vec<u64>,
+    /// The (copy, stages) every `stages = auto` / `copy = auto` loop tries, sorted (empty:
+    /// there is no such loop). The loops of one kernel share its entries, so they list the
+    /// same candidates.
+    pub pipelines: Vec<(Copy, usize)>,
 }
 
 /// Rewrites every `#[prefetch_next]` loop in `block` for `entry` (inner loops first, so an
@@ -80,7 +88,10 @@ impl Rewriter {
         }
         if pipeline::is_pipeline(&attr) {
             match PipelinedLoop::parse(f, &attr) {
-                Ok(l) => *e = generate::pipeline::pipelined_loop(&l),
+                Ok(l) => match self.pipeline_for(&l, &attr) {
+                    Ok((copy, stages)) => *e = generate::pipeline::pipelined_loop(&l, copy, stages),
+                    Err(err) => self.errors.push(err),
+                },
                 Err(err) => self.errors.push(err),
             }
             return;
@@ -96,6 +107,44 @@ impl Rewriter {
         if let Some(new) = generate::prefetch::loop_for(&l, self.entry) {
             *e = new;
         }
+    }
+}
+
+impl Rewriter {
+    /// How the pipelined loop `l` copies in this entry: as written, or for `stages = auto`
+    /// / `copy = auto` the entry's candidate (`load_store` through 2 stages in the plain
+    /// entry: the baseline without asynchronous copies).
+    fn pipeline_for(&mut self, l: &PipelinedLoop, attr: &Attribute) -> syn::Result<(Copy, usize)> {
+        let o = &l.options;
+        let Some(candidates) = o.candidates() else {
+            let (Choice::Fixed(copy), Choice::Fixed(stages)) = (&o.copy, &o.stages) else {
+                unreachable!("`candidates` is `None` only for fixed options")
+            };
+            return Ok((*copy, *stages));
+        };
+        if !self.allow_auto {
+            return Err(syn::Error::new_spanned(
+                attr,
+                "`stages = auto` and `copy = auto` need the enclosing #[kernel], which compiles \
+                 its body once per candidate (PTX entries chosen at launch by measurement); a \
+                 #[device_fn] is not an entry: give this loop fixed `stages` and `copy`, or \
+                 move the loop into the #[kernel]",
+            ));
+        }
+        let s = &mut self.summary.pipelines;
+        if s.is_empty() {
+            *s = candidates.clone();
+        } else if *s != candidates {
+            return Err(syn::Error::new_spanned(
+                attr,
+                "the `stages = auto` / `copy = auto` loops of one kernel share its entries \
+                 (one per candidate): give them the same `stages` and `copy` options",
+            ));
+        }
+        Ok(match self.entry {
+            Entry::Piped(copy, stages) => (copy, stages),
+            _ => (Copy::LoadStore, 2),
+        })
     }
 }
 

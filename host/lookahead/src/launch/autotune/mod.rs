@@ -6,7 +6,10 @@
 //! `NAME__bulk` (the levels the loops allow) prefetch at that level. Every entry takes the
 //! prefetch distance of its `distance = auto` loops as a trailing parameter, so distances
 //! cost no entries. The candidates ([`Variant`]: level and distance) are listed by the macro
-//! in the kernel's `CANDIDATES`.
+//! in the kernel's `CANDIDATES`. A kernel with `stages = auto` / `copy = auto` pipelined
+//! loops is compiled once per candidate pipeline instead (`NAME__cp_async_s3`, ...,
+//! [`Variant::pipelined`]), its plain entry staging with loads and stores; it is tuned the
+//! same way.
 //!
 //! The typed `launch` asks [`plan`] which candidate to launch. Per (device, kernel, launch
 //! shape, data size) the first launches take turns over the candidates ([`Selector`]), each timed by a
@@ -41,7 +44,7 @@ use cudarc::driver::{CudaEvent, CudaStream};
 
 pub use key::{key, shape_bucket, size_bucket, TuneKey};
 pub use selector::{AutoConfig, CandidateReport, Selector};
-pub use variant::{entry_for, Level, Variant};
+pub use variant::{entry_for, CopyKind, Level, Pipeline, Variant};
 
 use super::decisions::{self, Decision, DecisionStore, Mode, Origin};
 use crate::launch::{LaunchConfig, LaunchOn};
@@ -451,9 +454,9 @@ impl AutoTuner {
 }
 
 /// What `LOOKAHEAD_AUTOTUNE` forcing `v` means for a kernel with `candidates`: `v` when the
-/// kernel has its level (at the kernel's first distance when `v` names none), else plain.
+/// kernel has its entry (at the kernel's first distance when `v` names none), else plain.
 fn forced_variant(v: Variant, candidates: &[Variant]) -> Variant {
-    let Some(first) = candidates.iter().find(|c| c.level == v.level) else {
+    let Some(first) = candidates.iter().find(|c| c.same_entry(v)) else {
         return Variant::PLAIN;
     };
     match (v.distance, first.distance) {
