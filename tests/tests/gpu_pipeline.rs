@@ -145,14 +145,17 @@ fn a_pipeline_with_auto_stages_is_tuned_and_every_launch_matches_the_cpu() {
     let want = k::pipe_sum_reference(&x, blocks);
     let dx = gpu.stream().clone_htod(&x).unwrap();
     let cfg = lookahead::launch::LaunchConfig::grid_stride(blocks * 256, 256, blocks as u32);
+    // The kernels' own PTX table is empty on the host: launch through the test module.
+    let module = gpu.load_ptx(lookahead_tests::ptx_kernels_ptx::PTX).unwrap();
+    let on = lookahead::launch::Launcher::new(module, gpu.stream().clone());
     let mut launches = 0;
-    while k::attr_sum_auto::auto_choice(&gpu).is_none() {
+    while k::attr_sum_auto::auto_choice(&on).is_none() {
         assert!(launches < 200, "the tuner did not settle in 200 launches");
         let mut out = gpu
             .stream()
             .clone_htod(&vec![u32::MAX; blocks * 256])
             .unwrap();
-        k::attr_sum_auto::launch(&gpu, cfg, &dx, &mut out).unwrap();
+        k::attr_sum_auto::launch(&on, cfg, &dx, &mut out).unwrap();
         gpu.synchronize().unwrap();
         assert_eq!(
             gpu.stream().clone_dtoh(&out).unwrap(),
@@ -161,7 +164,7 @@ fn a_pipeline_with_auto_stages_is_tuned_and_every_launch_matches_the_cpu() {
         );
         launches += 1;
     }
-    let choice = k::attr_sum_auto::auto_choice(&gpu).unwrap();
+    let choice = k::attr_sum_auto::auto_choice(&on).unwrap();
     assert!(k::attr_sum_auto::CANDIDATES.contains(&choice), "{choice}");
     for s in AutoTuner::global().status_all() {
         if s.key.kernel == "attr_sum_auto" {
