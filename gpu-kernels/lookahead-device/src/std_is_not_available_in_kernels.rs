@@ -38,7 +38,9 @@ pub enum Box<T: ?Sized> {
 )]
 pub trait KernelCodeCannotAllocate {}
 
-// Higher-ranked bounds, so rustc checks them at the call, not here.
+// Higher-ranked bounds, so rustc checks them at the call, not here. Written out rather than
+// by a macro: rustc's note under the error then points at a plain function, not at a macro
+// invocation.
 #[allow(clippy::new_without_default)]
 impl<T> Vec<T> {
     #[doc(hidden)]
