@@ -151,6 +151,21 @@ fn a_forced_mode_measures_nothing_and_falls_back_to_plain_without_the_level() {
 }
 
 #[test]
+fn a_forced_pipeline_is_launched_when_the_kernel_has_its_entry() {
+    let (s2, s3) = (
+        Variant::pipelined(CopyKind::CpAsync, 2),
+        Variant::pipelined(CopyKind::CpAsync, 3),
+    );
+    let candidates = [Variant::PLAIN, s2, s3];
+    let forced = |v| AutoTuner::with_store(DecisionStore::open(None), Mode::Force(v));
+    // As `LOOKAHEAD_AUTOTUNE=cp_async_s3` names it.
+    let t = forced(Variant::parse("cp_async_s3").unwrap());
+    assert_eq!(t.plan(key("p"), &candidates), Plan::fixed(s3));
+    let t = forced(Variant::pipelined(CopyKind::Bulk, 3));
+    assert_eq!(t.plan(key("p"), &candidates), Plan::fixed(Variant::PLAIN));
+}
+
+#[test]
 fn the_emulator_runs_each_candidate_once_hinted_first_then_the_first_hinted() {
     let t = AutoTuner::new();
     let c = [Variant::PLAIN, L2, Variant::new(Level::Bulk, 4)];
