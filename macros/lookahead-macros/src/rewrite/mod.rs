@@ -108,9 +108,7 @@ impl Rewriter {
             *e = new;
         }
     }
-}
 
-impl Rewriter {
     /// How the pipelined loop `l` copies in this entry: as written, or for `stages = auto`
     /// / `copy = auto` the entry's candidate (`load_store` through 2 stages in the plain
     /// entry: the baseline without asynchronous copies).
