@@ -30,8 +30,6 @@ pub struct RowCopy {
 /// [`LoadStore`].
 /// Sealed; its methods are the pipeline's.
 pub trait CopyKind: sealed::Sealed {
-    /// Its name in the tuner's candidates (`cp_async`, `bulk`).
-    const NAME: &'static str;
     /// Thread 0, before the pipeline's first use: initialises what the waits use.
     #[doc(hidden)]
     fn init<const S: usize>(barriers: SharedArray<u64, S>);
@@ -87,7 +85,6 @@ impl sealed::Sealed for Bulk {}
 impl sealed::Sealed for BulkPortable {}
 
 impl CopyKind for LoadStore {
-    const NAME: &'static str = "load_store";
     #[inline(always)]
     fn init<const S: usize>(_: SharedArray<u64, S>) {}
     #[inline(always)]
@@ -104,7 +101,6 @@ impl CopyKind for LoadStore {
 }
 
 impl CopyKind for CpAsync {
-    const NAME: &'static str = "cp_async";
     #[inline(always)]
     fn init<const S: usize>(_: SharedArray<u64, S>) {
         needs_arch!(
@@ -130,7 +126,6 @@ impl CopyKind for CpAsync {
 }
 
 impl CopyKind for Bulk {
-    const NAME: &'static str = "bulk";
     #[inline(always)]
     fn init<const S: usize>(barriers: SharedArray<u64, S>) {
         needs_arch!(
@@ -174,7 +169,6 @@ type PortableAs = Bulk;
 type PortableAs = CpAsync;
 
 impl CopyKind for BulkPortable {
-    const NAME: &'static str = "bulk";
     #[inline(always)]
     fn init<const S: usize>(barriers: SharedArray<u64, S>) {
         PortableAs::init(barriers)

@@ -16,6 +16,8 @@ pub enum CopyKind {
     Bulk,
     /// `bulk` on sm_90, `cp_async` below.
     BulkPortable,
+    /// Loads and stores through registers (also what the plain entry stages with).
+    LoadStore,
 }
 
 impl CopyKind {
@@ -25,11 +27,17 @@ impl CopyKind {
             CopyKind::CpAsync => "cp_async",
             CopyKind::Bulk => "bulk",
             CopyKind::BulkPortable => "bulk_portable",
+            CopyKind::LoadStore => "load_store",
         }
     }
 
     /// Every kind, longest name first (so parsing `bulk_portable_s3` does not stop at `bulk`).
-    const ALL: [CopyKind; 3] = [CopyKind::BulkPortable, CopyKind::CpAsync, CopyKind::Bulk];
+    const ALL: [CopyKind; 4] = [
+        CopyKind::BulkPortable,
+        CopyKind::CpAsync,
+        CopyKind::Bulk,
+        CopyKind::LoadStore,
+    ];
 }
 
 /// The entry of a `stages = auto` (or `copy = auto`) pipeline: its loops copy with `copy`
@@ -196,6 +204,7 @@ mod tests {
             Variant::pipelined(CopyKind::CpAsync, 3),
             Variant::pipelined(CopyKind::BulkPortable, 8),
             Variant::pipelined(CopyKind::Bulk, 2),
+            Variant::pipelined(CopyKind::LoadStore, 3),
         ] {
             assert_eq!(Variant::parse(&v.name()), Some(v), "{v}");
         }
