@@ -74,18 +74,19 @@ pub struct Options {
 }
 
 impl Options {
-    /// For `stages = auto` or `copy = auto`: every (copy, stages) the tuner measures, one
-    /// entry each, sorted; `None` when both are fixed.
-    pub fn candidates(&self) -> Option<Vec<(Copy, usize)>> {
-        if let (Choice::Fixed(_), Choice::Fixed(_)) = (&self.copy, &self.stages) {
-            return None;
-        }
+    /// Whether the tuner chooses (`stages = auto` or `copy = auto`).
+    pub fn is_auto(&self) -> bool {
+        matches!(self.copy, Choice::Auto(_)) || matches!(self.stages, Choice::Auto(_))
+    }
+    /// Every (copy, stages) the options allow, sorted: the one written, or for `auto` the
+    /// candidates the tuner measures, one entry each.
+    pub fn candidates(&self) -> Vec<(Copy, usize)> {
         let mut all: Vec<(Copy, usize)> = (self.copy.values().into_iter())
             .flat_map(|c| self.stages.values().into_iter().map(move |s| (c, s)))
             .collect();
         all.sort();
         all.dedup();
-        Some(all)
+        all
     }
 }
 

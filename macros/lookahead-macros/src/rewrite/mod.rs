@@ -14,7 +14,7 @@ use syn::{Attribute, Block, Expr, Ident, Pat};
 use crate::generate;
 use crate::level::Level;
 use crate::parse::loops::{is_prefetch_attr, PrefetchLoop, FORMS};
-use crate::parse::pipeline::{self, Choice, Copy, PipelinedLoop};
+use crate::parse::pipeline::{self, Copy, PipelinedLoop};
 use crate::parse::prefetch::Distance;
 
 /// Which entry of a kernel a body is rewritten for.
@@ -113,13 +113,10 @@ impl Rewriter {
     /// / `copy = auto` the entry's candidate (`load_store` through 2 stages in the plain
     /// entry: the baseline without asynchronous copies).
     fn pipeline_for(&mut self, l: &PipelinedLoop, attr: &Attribute) -> syn::Result<(Copy, usize)> {
-        let o = &l.options;
-        let Some(candidates) = o.candidates() else {
-            let (Choice::Fixed(copy), Choice::Fixed(stages)) = (&o.copy, &o.stages) else {
-                unreachable!("`candidates` is `None` only for fixed options")
-            };
-            return Ok((*copy, *stages));
-        };
+        let candidates = l.options.candidates();
+        if !l.options.is_auto() {
+            return Ok(candidates[0]);
+        }
         if !self.allow_auto {
             return Err(syn::Error::new_spanned(
                 attr,

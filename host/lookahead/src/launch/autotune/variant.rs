@@ -117,10 +117,8 @@ impl Variant {
     /// `cp_async_s3`, ...
     pub fn name(self) -> String {
         match (self.pipeline, self.level, self.distance) {
-            (Some(p), ..) => p.name(),
-            (None, None, _) => "plain".to_string(),
-            (None, Some(l), 0) => l.name().to_string(),
-            (None, Some(l), d) => format!("{}_d{d}", l.name()),
+            (None, Some(l), d) if d > 0 => format!("{}_d{d}", l.name()),
+            _ => self.entry_name(),
         }
     }
 
