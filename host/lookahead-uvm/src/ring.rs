@@ -96,6 +96,11 @@ impl<M: TargetMemory> RingQueue<'_, M> {
     pub fn generation(&self) -> u32 {
         self.queue.generation()
     }
+
+    /// Whether kernels given this queue request and wait ([`RingQueue::disabled`]: never).
+    pub fn is_enabled(&self) -> bool {
+        self.queue.is_enabled()
+    }
 }
 
 /// A host ring's queue is usable from host threads (producers that stand in for a kernel,

@@ -5,6 +5,7 @@
 use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, Readiness, RequestQueue};
 
+use crate::distance::{lane_part, LANE_QUADS};
 use crate::params::{Batch, Candidates, Index, Pull, PullWork, Total, WorkPlan};
 use crate::quad;
 use crate::topk::WarpBest;
@@ -16,18 +17,18 @@ use crate::{
 /// A work item of [`crate::plan`], decoded: pair `p` (query `q`) and chunk `ch` of list `l`,
 /// which covers the list's vectors `a..b`.
 #[derive(Clone, Copy)]
-struct WorkItem {
-    p: usize,
-    ch: usize,
-    l: usize,
-    q: usize,
-    a: usize,
-    b: usize,
+pub(crate) struct WorkItem {
+    pub(crate) p: usize,
+    pub(crate) ch: usize,
+    pub(crate) l: usize,
+    pub(crate) q: usize,
+    pub(crate) a: usize,
+    pub(crate) b: usize,
 }
 
 /// Work item `it` of the plan.
 #[inline(always)]
-fn item(work: &WorkPlan, index: &Index, batch: &Batch, it: usize) -> WorkItem {
+pub(crate) fn item(work: &WorkPlan, index: &Index, batch: &Batch, it: usize) -> WorkItem {
     let chunk = (index.chunk_rows as usize).max(1);
     let p = work.item_pair[it] as usize;
     let ch = work.item_chunk[it] as usize;
@@ -47,7 +48,7 @@ fn item(work: &WorkPlan, index: &Index, batch: &Batch, it: usize) -> WorkItem {
 /// Whether the shapes are ones the scans handle (warp-uniform; the host finds the poisoned
 /// outputs otherwise).
 #[inline(always)]
-fn usable(index: &Index) -> bool {
+pub(crate) fn usable(index: &Index) -> bool {
     index.dim > 0 && index.dim as usize <= MAX_DIM
 }
 
@@ -101,19 +102,17 @@ fn scan_item<const QUADS: bool>(
         let id = if row < w.b { index.ids[row] } else { u32::MAX };
         if row < w.b && QUADS {
             let at = (row - w.a) * dim;
-            for j in 0..DIMS_PER_LANE / 4 {
+            let mut v = [[0.0f32; 4]; LANE_QUADS];
+            for (j, quad) in v.iter_mut().enumerate() {
                 let d = lane_dim::<true>(g, 4 * j);
                 if d < dim {
                     // SAFETY: a <= row < b and d + 4 <= dim (both multiples of 4), so
                     // at + d + 4 <= (b - a) * dim <= rows.len(); `rows` is 16-byte aligned
                     // and at + d a multiple of 4, so the quad is aligned.
-                    let v = unsafe { quad::load(rows, at + d) };
-                    for u in 0..4 {
-                        let t = qv[4 * j + u] - v[u];
-                        s += t * t;
-                    }
+                    *quad = unsafe { quad::load(rows, at + d) };
                 }
             }
+            s = lane_part(&qv, &v);
         } else if row < w.b {
             let at = (row - w.a) * dim;
             for i in 0..DIMS_PER_LANE {

@@ -180,9 +180,15 @@ fn exchange((d, i): (f32, u32), k: u32, j: u32) -> (f32, u32) {
 /// steps), paired lane `r` with the kept list's `31 - r`-th so that the nearer of each pair
 /// are the 32 best in a bitonic order, and that order sorted (5 steps). A per-lane top-`K`
 /// costs `K` compare-exchanges per candidate offered and `K` rounds of shuffles to merge.
+///
+/// Only the first `K` places are the search's: [`WarpBest::offer`] skips a round whose
+/// candidates all come after the `K`-th (one vote instead of the sorting networks), so the
+/// places past `K` keep what came first, not the 32 best.
 #[derive(Clone, Copy)]
 pub struct WarpBest {
     pair: (f32, u32),
+    /// The `K`-th best so far, on every lane.
+    kth: (f32, u32),
 }
 
 impl Default for WarpBest {
@@ -197,13 +203,21 @@ impl WarpBest {
     pub fn new() -> Self {
         WarpBest {
             pair: (f32::INFINITY, u32::MAX),
+            kth: (f32::INFINITY, u32::MAX),
         }
     }
 
     /// Offers each lane's `(dist, id)` (an empty place for none). Every lane of the warp must
     /// call it. Candidates must be distinct, but for empty places.
+    ///
+    /// Why the vote: after the first few rounds almost no candidate beats the `K`-th best,
+    /// and the sorting networks' shuffles, not the distances, took most of a scan's issue
+    /// slots.
     #[inline(always)]
     pub fn offer(&mut self, candidate: (f32, u32)) {
+        if !warp::vote_any(before(candidate.0, candidate.1, self.kth.0, self.kth.1)) {
+            return;
+        }
         let (nd, ni) = warp_sort(candidate);
         let (od, oi) = (warp::shfl_xor_f32(nd, 31), warp::shfl_xor_u32(ni, 31));
         if before(od, oi, self.pair.0, self.pair.1) {
@@ -214,6 +228,10 @@ impl WarpBest {
             self.pair = exchange(self.pair, 32, j);
             j /= 2;
         }
+        self.kth = (
+            warp::shfl_idx_f32(self.pair.0, K as u32 - 1),
+            warp::shfl_idx_u32(self.pair.1, K as u32 - 1),
+        );
     }
 
     /// This lane's entry: the warp's `lane_id()`-th best.

@@ -177,7 +177,7 @@ impl GpuIndex {
 
     /// The shape of a batch of `nq` queries: the index's work items, or smaller ones for few
     /// (query, list) pairs (see [`FEW_PAIRS_CHUNK_ROWS`]).
-    fn batch_shape(&self, params: SearchParams, nq: usize) -> Result<Shape> {
+    pub(super) fn batch_shape(&self, params: SearchParams, nq: usize) -> Result<Shape> {
         let shape = self.shape_of(nq, params, self.chunk_rows)?;
         if shape.pairs > FEW_PAIRS {
             return Ok(shape);
@@ -312,6 +312,8 @@ impl Search<'_> {
             // A pull batch never waits for the host: lists it did not copy it reads over
             // the mapping at once.
             self.launch_pull_scan(grid, copy_every, 0)?;
+        } else if self.stages(params, params.policy) {
+            self.staged_scan(params.max_blocks)?;
         } else {
             self.scan(grid, HINT_NONE, RingQueue::disabled())?;
         }

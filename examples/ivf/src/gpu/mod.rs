@@ -38,6 +38,11 @@ pub struct GpuIndex {
     max_list_len: usize,
     /// Blocks of the scan that are resident on the GPU at once.
     scan_capacity: u32,
+    /// Blocks of [`ivf_kernels::staged_scan`] resident at once (its persistent grid).
+    staged_capacity: u32,
+    /// Whether the staged scan gives the warp scan's candidates on this layout
+    /// ([`IvfLayout::ids_ascend_within_lists`]).
+    ids_ascend: bool,
     buffers: Option<Buffers>,
     /// Which allocation of `buffers` (and which index) a captured graph's addresses are of.
     buffers_id: BuffersId,
@@ -67,6 +72,56 @@ pub struct SearchParams {
     pub max_blocks: u32,
     /// The pull kernel copies on every this-many-th SM (0: [`ivf_kernels::PULL_COPY_EVERY_NTH_SM`]).
     pub pull_copy_every: u32,
+    /// Which kernel scans lists read in place (no requests, no pull, no hints).
+    pub scan: ScanKernel,
+}
+
+/// The kernel that scans the probed lists where the search reads them in place: under
+/// [`Policy::Faults`], [`Policy::PrefetchAll`] and host-selected prefetches without
+/// in-kernel hints. GPU-driven requests, in-kernel hints and the pull always use their own
+/// scans ([`ivf_kernels::scan`], [`ivf_kernels::pull_scan`]).
+///
+/// `ivf_scan` measures both on the same batches (`results/ivf_scan.md`): on an H200 the
+/// staged scan took 0.79x to 1.06x the warp scan's time... see `docs/ivf-scan.md` for what
+/// bounds each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanKernel {
+    /// [`ivf_kernels::scan`]: a warp per work item, reading its rows from memory.
+    #[default]
+    Warp,
+    /// [`ivf_kernels::staged_scan`]: each warp streams its rows through shared memory with
+    /// asynchronous copies and scans a chunk for the pairs of a run at once (for `dim` a
+    /// multiple of 4 and ids ascending within lists; otherwise [`ScanKernel::Warp`]).
+    Staged,
+}
+
+impl ScanKernel {
+    /// The name `FromStr` takes: `warp` or `staged`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanKernel::Staged => "staged",
+            ScanKernel::Warp => "warp",
+        }
+    }
+}
+
+impl std::fmt::Display for ScanKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ScanKernel {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "staged" => Ok(ScanKernel::Staged),
+            "warp" => Ok(ScanKernel::Warp),
+            _ => Err(format!(
+                "`{s}` is not a scan kernel: write `warp` or `staged`"
+            )),
+        }
+    }
 }
 
 /// What a search found and what it cost.
@@ -137,6 +192,12 @@ impl GpuIndex {
             .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
         let sm_count = gpu.capabilities()?.sm_count.max(1);
         let scan_capacity = per_sm.max(1) * sm_count;
+        let staged_per_sm = lookahead::launch::module_for(gpu.context(), ivf_kernels::PTX)?
+            .function("staged_scan")?
+            .occupancy_max_active_blocks_per_multiprocessor(ivf_kernels::STAGED_THREADS, 0, None)
+            .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        let staged_capacity = staged_per_sm.max(1) * sm_count;
+        let ids_ascend = layout.ids_ascend_within_lists();
         let lists = PolicyBuffer::new(lists, layout.nlist(), &stream)?;
         Ok(GpuIndex {
             gpu: gpu.clone(),
@@ -149,6 +210,8 @@ impl GpuIndex {
             chunk_rows: DEFAULT_CHUNK_ROWS,
             max_list_len,
             scan_capacity,
+            staged_capacity,
+            ids_ascend,
             buffers: None,
             buffers_id: BuffersId {
                 index: NEXT_INDEX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -269,4 +332,51 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
         out.extend(stream.clone_dtoh(&probes).during("cuMemcpyDtoH")?);
     }
     Ok(out)
+}
+
+/// Seconds of each of `reps` launches of [`ivf_kernels::read_sum`] over `bytes` of device
+/// memory (after one warm-up), by CUDA events: the rate a streaming read gets on this GPU,
+/// the yardstick for the scan's reads. The buffer is filled with ones and the sum checked,
+/// so a launch that read nothing is an error, not a fast row.
+pub fn time_read(gpu: &Gpu, bytes: usize, reps: usize) -> Result<Vec<f64>> {
+    let stream = gpu.context().new_stream().during("cuStreamCreate")?;
+    let floats = (bytes / 4).max(4);
+    let data = stream
+        .clone_htod(&vec![1.0f32; floats])
+        .during("cuMemcpyHtoD")?;
+    let mut sum = stream.alloc_zeros::<f32>(1).during("cuMemAlloc")?;
+    let sms = gpu.capabilities()?.sm_count.max(1);
+    // Enough blocks to fill every SM; each thread walks the buffer with the grid's stride.
+    let cfg = lookahead::launch::LaunchConfig::new((sms * 8, 1, 1), (256, 1, 1));
+    let ctx = stream.context();
+    let event = || {
+        ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .during("cuEventCreate")
+    };
+    let (start, end) = (event()?, event()?);
+    let mut seconds = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        buffers::fill32(
+            cudarc::driver::DevicePtr::device_ptr(&sum, &stream).0,
+            1,
+            0,
+            &stream,
+        )?;
+        start.record(&stream).during("cuEventRecord")?;
+        ivf_kernels::read_sum::launch(&stream, cfg, &data, &mut sum)?;
+        end.record(&stream).during("cuEventRecord")?;
+        let got = stream.clone_dtoh(&sum).during("cuMemcpyDtoH")?[0];
+        // Ones summed in f32 partial sums: exact while each partial stays below 2^24.
+        if (got as f64 - floats as f64).abs() > floats as f64 * 1e-3 {
+            return Err(Error::UnwrittenOutput {
+                kernel: "read_sum",
+                what: format!("the sum of {floats} ones ({got})"),
+            });
+        }
+        if rep > 0 {
+            let ms = start.elapsed_ms(&end).during("cuEventElapsedTime")?;
+            seconds.push(ms as f64 / 1e3);
+        }
+    }
+    Ok(seconds)
 }
