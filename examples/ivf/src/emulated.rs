@@ -68,8 +68,6 @@ pub struct EmulatedParams {
     /// Plan with `plan_pairs` (as small resident batches do) instead of `plan`; only without
     /// a queue and without `pull`. The result's per-list counts are then empty.
     pub pair_plan: bool,
-    /// Scan with `staged_scan` (without a queue, hints or `pull`) instead of `scan`.
-    pub staged: bool,
 }
 
 impl Default for EmulatedParams {
@@ -83,7 +81,6 @@ impl Default for EmulatedParams {
             pull: false,
             copy_every: 2,
             pair_plan: false,
-            staged: false,
         }
     }
 }
@@ -287,15 +284,7 @@ impl Inputs<'_> {
             ids: &mut c.ids,
         };
         let (index, batch) = (self.index(), self.batch(p, hints));
-        if self.params.staged {
-            let grid = LaunchConfig::new(
-                (self.params.scan_blocks.max(1), 1, 1),
-                (ivf_kernels::STAGED_THREADS, 1, 1),
-            );
-            ivf_kernels::staged_scan::launch(self.emu, grid, index, batch, work(p), out)
-        } else {
-            ivf_kernels::scan::launch(self.emu, self.grid(), index, batch, work(p), queue, out)
-        }
+        ivf_kernels::scan::launch(self.emu, self.grid(), index, batch, work(p), queue, out)
     }
 
     /// `pull_scan` with a fresh cache; returns how many probed lists came from the cache and

@@ -42,15 +42,6 @@ impl IvfLayout {
         }
     }
 
-    /// Whether the ids ascend within every list (as [`IvfLayout::from_assignment`] writes
-    /// them): then a list's rows order as its ids do, which the staged scan relies on.
-    pub fn ids_ascend_within_lists(&self) -> bool {
-        (0..self.nlist()).all(|l| {
-            let (a, b) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
-            self.ids[a..b].windows(2).all(|w| w[0] < w[1])
-        })
-    }
-
     /// Number of lists.
     pub fn nlist(&self) -> usize {
         self.offsets.len() - 1

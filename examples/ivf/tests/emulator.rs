@@ -171,17 +171,6 @@ fn on_grid_data_the_search_is_the_cpu_reference_exactly() {
                 copy_every: 2,
                 ..EmulatedParams::default()
             },
-            EmulatedParams {
-                staged: true,
-                ..EmulatedParams::default()
-            },
-            EmulatedParams {
-                staged: true,
-                pair_plan: true,
-                chunk_rows: 7,
-                merge_sms: 1000,
-                ..EmulatedParams::default()
-            },
         ];
         for params in shapes {
             let got = without_queue(&emu, &f, params);
@@ -226,37 +215,6 @@ fn chunk_sizes_and_grid_shapes_give_the_same_answer() {
         let got = without_queue(&emu, &f, params);
         assert_eq!(got.ids, base.ids, "pair plan, chunk {chunk_rows}");
         assert_eq!(got.dist, base.dist, "pair plan, chunk {chunk_rows}");
-    }
-}
-
-/// The staged scan gives the warp scan's candidates bit for bit (its sums run in the same
-/// order), whatever the grid, the chunks or the plan: with 40 queries over 24 lists, runs
-/// of 1 to 4 pairs on one chunk, chunks of one step or many, and a ragged last step.
-#[test]
-fn the_staged_scan_gives_the_warp_scans_answer() {
-    let f = fixture(fresh_seed(), 16);
-    let emu = Emulator::new();
-    let base = without_queue(&emu, &f, EmulatedParams::default());
-    check_against_cpu(&f, &base, 4, "warp scan");
-    for (chunk_rows, scan_blocks, pair_plan) in [
-        (64, 4, false),
-        (1000, 3, false),
-        (3, 7, false),
-        (33, 2, true),
-        (7, 5, true),
-    ] {
-        let params = EmulatedParams {
-            staged: true,
-            chunk_rows,
-            scan_blocks,
-            pair_plan,
-            merge_sms: 1000,
-            ..EmulatedParams::default()
-        };
-        let got = without_queue(&emu, &f, params);
-        let what = format!("chunk {chunk_rows}, {scan_blocks} blocks, pair plan {pair_plan}");
-        assert_eq!(got.ids, base.ids, "{what}");
-        assert_eq!(got.dist, base.dist, "{what}");
     }
 }
 

@@ -8,7 +8,7 @@ use lookahead::Gpu;
 use lookahead_ivf::check::{snap, snap_values, top_k_mismatches};
 use lookahead_ivf::cpu::{self, Hit};
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, ScanKernel, SearchParams};
+use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, SearchParams};
 use lookahead_ivf::index::IvfLayout;
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
@@ -73,7 +73,6 @@ fn params(policy: Policy) -> SearchParams {
         expected_passes: 2.0,
         max_blocks: 0,
         pull_copy_every: 0,
-        scan: ScanKernel::Warp,
     }
 }
 
@@ -154,44 +153,6 @@ fn every_policy_returns_the_cpu_top_k() {
             }
         }
     }
-}
-
-/// The staged scan, under every policy that reads the lists in place, cold and warm, and
-/// for a small batch of few pairs, returns the CPU reference's neighbours exactly, and the
-/// warp scan's: the same distances to the bit, the same ids.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn the_staged_scan_returns_the_cpu_top_k() {
-    let gpu = gpu();
-    let mut f = fixture(&gpu);
-    let hot: Vec<usize> = (0..40).map(|i| i * 6).collect();
-    let queries = snap(f.spec.points(300, 11, Some(&hot)));
-    let few = snap(f.spec.points(3, 12, Some(&hot)));
-    let staged = |policy| SearchParams {
-        scan: ScanKernel::Staged,
-        ..params(policy)
-    };
-    for policy in [Policy::Faults, Policy::PrefetchAll, Policy::HostSelected] {
-        f.index.lists_mut().evict_to_host(&f.mach).unwrap();
-        for pass in ["cold", "warm"] {
-            let what = format!("staged, {} {pass}", policy.name());
-            let got = f.index.search(&queries, staged(policy), &f.mach).unwrap();
-            assert_cpu_top_k(&got.dist, &got.ids, &cpu_top_k(&f, &queries).0, &what);
-            let warp = f.index.search(&queries, params(policy), &f.mach).unwrap();
-            assert_eq!(got.ids, warp.ids, "{what}: the warp scan's ids");
-            assert_eq!(got.dist, warp.dist, "{what}: the warp scan's distances");
-        }
-    }
-    let got = f
-        .index
-        .search(&few, staged(Policy::Faults), &f.mach)
-        .unwrap();
-    assert_cpu_top_k(
-        &got.dist,
-        &got.ids,
-        &cpu_top_k(&f, &few).0,
-        "staged, 3 queries",
-    );
 }
 
 /// The soak tests' four batches of 64 queries over 16 hot clusters each (seeds `seed..`),

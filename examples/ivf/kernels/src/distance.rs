@@ -1,5 +1,5 @@
-//! A lane's part of a squared distance, in the one summation order both scans use, so that
-//! [`crate::scan`] and [`crate::staged_scan`] give the same floats.
+//! A lane's part of a squared distance in [`crate::scan`] and [`crate::pull_scan`] (the
+//! same floats from both).
 
 use lookahead_device::prelude::*;
 

@@ -33,7 +33,6 @@ mod params;
 mod plan_step;
 mod quad;
 mod scan_step;
-mod staged_step;
 mod topk;
 mod yardstick;
 
@@ -42,7 +41,6 @@ pub use merge_step::merge;
 pub use params::*;
 pub use plan_step::{plan, plan_pairs};
 pub use scan_step::{pull_scan, scan};
-pub use staged_step::staged_scan;
 pub use yardstick::read_sum;
 
 use lookahead_device::prefetch::Level;
@@ -87,14 +85,6 @@ pub const PULL_WORK_WORDS: usize = 8;
 pub const LANES_PER_ROW: usize = 8;
 /// Query dimensions each lane of [`scan`] holds in registers: `MAX_DIM / LANES_PER_ROW`.
 pub const DIMS_PER_LANE: usize = MAX_DIM / LANES_PER_ROW;
-/// Threads per block of [`staged_scan`].
-pub const STAGED_THREADS: u32 = 64;
-/// Queries a warp of [`staged_scan`] computes each staged row's distance to: each row it
-/// loads from shared memory serves that many pairs.
-pub const STAGED_QUERIES_PER_WARP: usize = 8;
-/// Most pairs that share one staged chunk in [`staged_scan`] (its warps times
-/// [`STAGED_QUERIES_PER_WARP`]), and the work items of one of its tiles.
-pub const RUN_PAIRS: usize = 16;
 /// Vectors per work item of [`scan`] unless the caller picks another size.
 pub const DEFAULT_CHUNK_ROWS: u32 = 512;
 /// `hints` value for [`scan`]: no in-kernel hint (0, which no level's code is).

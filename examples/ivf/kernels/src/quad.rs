@@ -22,13 +22,3 @@ pub unsafe fn load(data: &[f32], at: usize) -> [f32; 4] {
     // SAFETY: the caller's contract: in bounds and 16-byte aligned.
     unsafe { data.as_ptr().add(at).cast::<Quad>().read().0 }
 }
-
-/// The four floats at `p` in one vector load.
-///
-/// # Safety
-/// `p` is 16-byte aligned and points to 4 readable floats.
-#[inline(always)]
-pub unsafe fn load_ptr(p: *const f32) -> [f32; 4] {
-    // SAFETY: the caller's contract.
-    unsafe { p.cast::<Quad>().read().0 }
-}

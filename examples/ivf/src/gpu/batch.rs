@@ -312,8 +312,6 @@ impl Search<'_> {
             // A pull batch never waits for the host: lists it did not copy it reads over
             // the mapping at once.
             self.launch_pull_scan(grid, copy_every, 0)?;
-        } else if self.stages(params, params.policy) {
-            self.staged_scan(params.max_blocks)?;
         } else {
             self.scan(grid, HINT_NONE, RingQueue::disabled())?;
         }

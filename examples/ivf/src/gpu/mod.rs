@@ -38,11 +38,6 @@ pub struct GpuIndex {
     max_list_len: usize,
     /// Blocks of the scan that are resident on the GPU at once.
     scan_capacity: u32,
-    /// Blocks of [`ivf_kernels::staged_scan`] resident at once (its persistent grid).
-    staged_capacity: u32,
-    /// Whether the staged scan gives the warp scan's candidates on this layout
-    /// ([`IvfLayout::ids_ascend_within_lists`]).
-    ids_ascend: bool,
     buffers: Option<Buffers>,
     /// Which allocation of `buffers` (and which index) a captured graph's addresses are of.
     buffers_id: BuffersId,
@@ -72,56 +67,6 @@ pub struct SearchParams {
     pub max_blocks: u32,
     /// The pull kernel copies on every this-many-th SM (0: [`ivf_kernels::PULL_COPY_EVERY_NTH_SM`]).
     pub pull_copy_every: u32,
-    /// Which kernel scans lists read in place (no requests, no pull, no hints).
-    pub scan: ScanKernel,
-}
-
-/// The kernel that scans the probed lists where the search reads them in place: under
-/// [`Policy::Faults`], [`Policy::PrefetchAll`] and host-selected prefetches without
-/// in-kernel hints. GPU-driven requests, in-kernel hints and the pull always use their own
-/// scans ([`ivf_kernels::scan`], [`ivf_kernels::pull_scan`]).
-///
-/// `ivf_scan` measures both on the same batches (`results/ivf_scan.md`): on an H200 the
-/// staged scan took 0.79x to 1.06x the warp scan's time... see `docs/ivf-scan.md` for what
-/// bounds each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ScanKernel {
-    /// [`ivf_kernels::scan`]: a warp per work item, reading its rows from memory.
-    #[default]
-    Warp,
-    /// [`ivf_kernels::staged_scan`]: each warp streams its rows through shared memory with
-    /// asynchronous copies and scans a chunk for the pairs of a run at once (for `dim` a
-    /// multiple of 4 and ids ascending within lists; otherwise [`ScanKernel::Warp`]).
-    Staged,
-}
-
-impl ScanKernel {
-    /// The name `FromStr` takes: `warp` or `staged`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ScanKernel::Staged => "staged",
-            ScanKernel::Warp => "warp",
-        }
-    }
-}
-
-impl std::fmt::Display for ScanKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for ScanKernel {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "staged" => Ok(ScanKernel::Staged),
-            "warp" => Ok(ScanKernel::Warp),
-            _ => Err(format!(
-                "`{s}` is not a scan kernel: write `warp` or `staged`"
-            )),
-        }
-    }
 }
 
 /// What a search found and what it cost.
@@ -192,12 +137,6 @@ impl GpuIndex {
             .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
         let sm_count = gpu.capabilities()?.sm_count.max(1);
         let scan_capacity = per_sm.max(1) * sm_count;
-        let staged_per_sm = lookahead::launch::module_for(gpu.context(), ivf_kernels::PTX)?
-            .function("staged_scan")?
-            .occupancy_max_active_blocks_per_multiprocessor(ivf_kernels::STAGED_THREADS, 0, None)
-            .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
-        let staged_capacity = staged_per_sm.max(1) * sm_count;
-        let ids_ascend = layout.ids_ascend_within_lists();
         let lists = PolicyBuffer::new(lists, layout.nlist(), &stream)?;
         Ok(GpuIndex {
             gpu: gpu.clone(),
@@ -210,8 +149,6 @@ impl GpuIndex {
             chunk_rows: DEFAULT_CHUNK_ROWS,
             max_list_len,
             scan_capacity,
-            staged_capacity,
-            ids_ascend,
             buffers: None,
             buffers_id: BuffersId {
                 index: NEXT_INDEX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),

@@ -20,7 +20,7 @@ use lookahead::{DriverContext, Error, Result};
 use lookahead_uvm::{Policy, PolicyBuffer, RingQueue, Staging, UvmRuntime};
 
 use super::buffers::{fill32, Buffers, Capacity};
-use super::{GpuIndex, ScanKernel, SearchOutcome, SearchParams};
+use super::{GpuIndex, SearchOutcome, SearchParams};
 use crate::data::Vectors;
 use crate::index::IvfLayout;
 
@@ -85,10 +85,6 @@ pub(super) struct Search<'a> {
     centroids_q: &'a CudaSlice<f32>,
     pub(super) b: &'a mut Buffers,
     pub(super) shape: Shape,
-    /// Blocks of [`ivf_kernels::staged_scan`] resident at once.
-    staged_capacity: u32,
-    /// See [`GpuIndex`]'s field.
-    ids_ascend: bool,
 }
 
 /// The points of a search that its [`Timeline`] marks.
@@ -206,8 +202,6 @@ impl GpuIndex {
             ids,
             centroids_q,
             buffers,
-            staged_capacity,
-            ids_ascend,
             ..
         } = self;
         Search {
@@ -219,14 +213,12 @@ impl GpuIndex {
             centroids_q,
             b: buffers.as_mut().expect("allocated before the search"),
             shape,
-            staged_capacity: *staged_capacity,
-            ids_ascend: *ids_ascend,
         }
     }
 }
 
 /// Whether the scan of a search under `policy` reads the lists where they are, with no
-/// requests, hints, mapping or pull: the policies [`ivf_kernels::staged_scan`] serves.
+/// requests, hints, mapping or pull (nothing in it waits for a list).
 pub(super) fn reads_in_place(policy: Policy) -> bool {
     matches!(
         policy,
@@ -302,11 +294,7 @@ impl Search<'_> {
             } else {
                 HINT_NONE
             };
-            if self.stages(params, staging.policy()) {
-                self.staged_scan(params.max_blocks)?;
-            } else {
-                self.scan(grid, hints, queue)?;
-            }
+            self.scan(grid, hints, queue)?;
         }
         // Nothing is queued behind a scan that waits for requests until it is done (see the
         // module docs); behind the others the event times the scan alone, without the
@@ -444,61 +432,6 @@ impl Search<'_> {
                 pair_cand_off: &pair_cand_off,
             },
             queue,
-            CandidatesArgs {
-                readiness: &mut UM::prefix(&mut b.readiness, sh.nlist, s)?,
-                dist: &mut UM::prefix(&mut b.cand_d, sh.items * K, s)?,
-                ids: &mut UM::prefix(&mut b.cand_i, sh.items * K, s)?,
-            },
-        )
-    }
-
-    /// Whether the scan of a search under `policy` is [`ivf_kernels::staged_scan`]: asked
-    /// for, with lists the scan reads in place (no requests, hints, mapping or pull), `dim`
-    /// a multiple of 4 and ids ascending within each list.
-    pub(super) fn stages(&self, params: SearchParams, policy: Policy) -> bool {
-        params.scan == ScanKernel::Staged
-            && reads_in_place(policy)
-            && self.shape.dim % 4 == 0
-            && self.ids_ascend
-    }
-
-    /// [`ivf_kernels::staged_scan`] on its persistent grid (at most `max_blocks` blocks
-    /// unless 0).
-    pub(super) fn staged_scan(&mut self, max_blocks: u32) -> Result<()> {
-        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
-        let blocks = match max_blocks {
-            0 => self.staged_capacity,
-            n => n.min(self.staged_capacity),
-        }
-        .max(1);
-        let grid = LaunchConfig::new((blocks, 1, 1), (ivf_kernels::STAGED_THREADS, 1, 1));
-        let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
-        let (queries, probes) = (
-            U::prefix(&b.queries, sh.nq * sh.dim, s)?,
-            U::prefix(&b.probes, sh.pairs, s)?,
-        );
-        let (item_pair, item_chunk, totals, pair_cand_off) = (
-            U::prefix(&b.item_pair, sh.items, s)?,
-            U::prefix(&b.item_chunk, sh.items, s)?,
-            U::new(&b.totals, s),
-            U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
-        );
-        ivf_kernels::staged_scan::launch(
-            s,
-            grid,
-            views.args(),
-            BatchArgs {
-                queries: &queries,
-                probes: &probes,
-                nprobe: sh.nprobe as u32,
-                hints: HINT_NONE,
-            },
-            WorkPlanArgs {
-                item_pair: &item_pair,
-                item_chunk: &item_chunk,
-                totals: &totals,
-                pair_cand_off: &pair_cand_off,
-            },
             CandidatesArgs {
                 readiness: &mut UM::prefix(&mut b.readiness, sh.nlist, s)?,
                 dist: &mut UM::prefix(&mut b.cand_d, sh.items * K, s)?,

@@ -14,13 +14,12 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Rows to copy into a stage, row `r` at `dst + r * pitch_bytes`, and who copies.
+/// Rows to copy into a stage, packed from `dst`, and who copies.
 #[doc(hidden)]
 #[derive(Clone, Copy)]
 pub struct RowCopy {
     pub dst: usize,
     pub row_bytes: usize,
-    pub pitch_bytes: usize,
     pub rows: usize,
     pub rank: u32,
     pub threads: u32,
@@ -202,7 +201,7 @@ unsafe fn bulk_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
     while r < c.rows {
         // Thread 0 announces these bytes for the stage's phase after the fill.
         bulk::copy_bulk_dyn(
-            (c.dst + r * c.pitch_bytes) as *mut u8,
+            (c.dst + r * c.row_bytes) as *mut u8,
             row(r) as *const u8,
             c.row_bytes as u32,
             c.barrier,
@@ -216,7 +215,7 @@ unsafe fn bulk_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
 /// to that size is copied in 4-byte pieces, or element by element.
 #[inline(always)]
 unsafe fn cp_async_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
-    let unit = match (c.dst | c.row_bytes | c.pitch_bytes) % 16 {
+    let unit = match (c.dst | c.row_bytes) % 16 {
         0 => 16,
         8 => 8,
         4 | 12 => 4,
@@ -233,7 +232,7 @@ unsafe fn cp_async_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
     let (mut r, mut k) = (c.rank / per_row, c.rank % per_row);
     while r < rows {
         let s = row(r as usize) as usize + k as usize * unit;
-        let d = (c.dst + r as usize * c.pitch_bytes + k as usize * unit) as *mut u8;
+        let d = (c.dst + r as usize * c.row_bytes + k as usize * unit) as *mut u8;
         // `d` is aligned to `unit`; the source is checked here.
         if s % unit == 0 {
             match unit {
@@ -267,13 +266,12 @@ unsafe fn cp_async_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
 #[inline(always)]
 unsafe fn sync_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
     let row_len = c.row_bytes / size_of::<T>().max(1);
-    let pitch = c.pitch_bytes / size_of::<T>().max(1);
     let total = c.rows * row_len;
     let mut e = c.rank as usize;
     while e < total {
         let (r, k) = (e / row_len, e % row_len);
         (c.dst as *mut T)
-            .add(r * pitch + k)
+            .add(r * row_len + k)
             .write(row(r).add(k).read());
         e += c.threads as usize;
     }

@@ -231,31 +231,8 @@ impl<T: DeviceCopy + Copy, const LEN: usize, K: CopyKind> Copier<'_, T, LEN, K> 
         src: &[T],
         start: impl Fn(usize) -> usize,
     ) {
-        self.rows_at_pitch(at, row_len, row_len, rows, src, start);
-    }
-
-    /// [`Copier::rows`] with row `r` at `at + r * pitch` (`pitch >= row_len`): a pitch a
-    /// little longer than the row (a 512-byte row at a pitch of 528) puts the same column of
-    /// consecutive rows in different shared-memory banks, so threads that each read their
-    /// own row do not conflict. Panics (traps) when `pitch < row_len`, a row is outside
-    /// `src` or the rows outside the stage.
-    #[inline(always)]
-    pub fn rows_at_pitch(
-        &mut self,
-        at: usize,
-        row_len: usize,
-        pitch: usize,
-        rows: usize,
-        src: &[T],
-        start: impl Fn(usize) -> usize,
-    ) {
         assert!(
-            pitch >= row_len,
-            "Copier::rows_at_pitch: the pitch is shorter than a row"
-        );
-        assert!(
-            rows == 0
-                || (at <= LEN && row_len <= LEN - at && (rows - 1) * pitch <= LEN - at - row_len),
+            rows == 0 || (at <= LEN && row_len <= (LEN - at) / rows),
             "Copier::rows: the rows do not fit in the stage"
         );
         let row_bytes = row_len * size_of::<T>();
@@ -273,7 +250,6 @@ impl<T: DeviceCopy + Copy, const LEN: usize, K: CopyKind> Copier<'_, T, LEN, K> 
         let copy = super::kind::RowCopy {
             dst,
             row_bytes,
-            pitch_bytes: pitch * size_of::<T>(),
             rows,
             rank: self.rank,
             threads: self.threads,

@@ -24,7 +24,6 @@ use lookahead::Gpu;
 use lookahead_bench::args::{at_least, at_most, float_range, in_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
-use lookahead_ivf::gpu::ScanKernel;
 use lookahead_uvm::{MachineProfile, Policy};
 
 use crate::measure::Session;
@@ -87,9 +86,6 @@ struct Args {
     /// never migrates mapped pages by itself).
     #[arg(long)]
     prefer_host: bool,
-    /// The kernel that scans resident lists: `warp` or `staged` (through shared memory).
-    #[arg(long, default_value_t = ScanKernel::Warp)]
-    scan: ScanKernel,
     /// Where the CSV, Markdown and SVG go.
     #[arg(long, default_value = "results")]
     out: PathBuf,

@@ -172,7 +172,6 @@ fn params(args: &Args, policy: Policy) -> SearchParams {
         expected_passes: 2.0,
         max_blocks: 0,
         pull_copy_every: args.pull_copy_every,
-        scan: args.scan,
     }
 }
 

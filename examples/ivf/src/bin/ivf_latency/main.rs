@@ -24,7 +24,6 @@ use lookahead::Gpu;
 use lookahead_bench::args::{at_least, at_most, float_range, in_range, Validate};
 use lookahead_bench::header::RunHeader;
 use lookahead_bench::output::OutDir;
-use lookahead_ivf::gpu::ScanKernel;
 use lookahead_ivf::workload;
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 use rand::{rngs::StdRng, SeedableRng};
@@ -68,9 +67,6 @@ struct Args {
     #[arg(long, default_value_t = 2.0, value_parser = float_range(1.0, None))]
     rate_factor: f64,
     /// Seed of the data set and the queries.
-    /// The kernel that scans resident lists: `warp` or `staged` (through shared memory).
-    #[arg(long, default_value_t = ScanKernel::Warp)]
-    scan: ScanKernel,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Folder for ivf_latency.md and ivf_latency.csv.

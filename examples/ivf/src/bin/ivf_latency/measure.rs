@@ -78,7 +78,6 @@ fn params(args: &Args, policy: Policy) -> SearchParams {
         expected_passes: 2.0,
         max_blocks: 0,
         pull_copy_every: 0,
-        scan: args.scan,
     }
 }
 

@@ -1,13 +1,13 @@
 //! # ivf_scan
 //!
-//! The scan kernels against the hardware's streaming read rate, in one run: resident
+//! The scan kernel against the hardware's streaming read rate, in one run: resident
 //! searches of small batches (queries near a few random clusters) and of one large warm
-//! batch (dozens of queries per hot cluster), each with the warp scan and the staged scan,
-//! beside [`ivf_kernels::read_sum`], a plain read-only reduction over as many bytes.
+//! batch (dozens of queries per hot cluster), beside [`ivf_kernels::read_sum`], a plain
+//! read-only reduction over as many bytes.
 //!
 //! A scan's bytes are what its pairs read: for each (query, probed list) pair, the list's
-//! vectors. The staged scan reads a chunk once for the pairs of a run, so on shared lists it
-//! can pass the reduction's rate; its FP32 rate counts 2 x dim flops per (pair, vector).
+//! vectors; pairs that share a list read it again, often from L2, so the scan can pass the
+//! reduction's rate. Its FP32 rate counts 2 x dim flops per (pair, vector).
 //!
 //! ```text
 //! ivf_scan --gib 1 --sizes 16,64 --warm-percent 50 --reps 20 --out results
@@ -31,7 +31,7 @@ type Res<T> = Result<T, Box<dyn StdError>>;
 #[derive(Parser, Debug)]
 #[command(
     name = "ivf_scan",
-    about = "The IVF scan kernels against a streaming read of as many bytes"
+    about = "The IVF scan kernel against a streaming read of as many bytes"
 )]
 struct Args {
     /// GiB of list vectors.
@@ -58,7 +58,7 @@ struct Args {
     /// Queries per hot cluster of the large warm batch.
     #[arg(long, default_value_t = 32, value_parser = at_least(1usize))]
     per_cluster: usize,
-    /// Timed searches per row and kernel (after one warm-up), and timed reads.
+    /// Timed searches per row (after one warm-up), and timed reads.
     #[arg(long, default_value_t = 20, value_parser = at_least(1usize))]
     reps: usize,
     /// Seed.
@@ -80,8 +80,8 @@ fn main() -> ExitCode {
     lookahead_bench::exit_code(start(&args), "This benchmark needs one.")
 }
 
-/// The run: the rows measured and written; whether both kernels found the same neighbours
-/// in every search.
+/// The run: the rows measured and written; whether every search found the first's
+/// neighbours.
 fn start(args: &Args) -> Res<bool> {
     let out = OutDir::create(&args.out)?;
     let gpu = Gpu::new(0)?;

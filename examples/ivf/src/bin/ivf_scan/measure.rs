@@ -1,23 +1,16 @@
-//! The measurements: the index made resident, then per batch both scan kernels and the
-//! read of as many bytes.
+//! The measurements: the index made resident, then per batch the searches and the read of
+//! as many bytes.
 
 use lookahead::Gpu;
-use lookahead_ivf::gpu::{
-    time_read, vectors_that_fit, GpuIndex, ScanKernel, SearchOutcome, SearchParams,
-};
+use lookahead_ivf::data::Vectors;
+use lookahead_ivf::gpu::{time_read, vectors_that_fit, GpuIndex, SearchOutcome, SearchParams};
 use lookahead_ivf::workload::{self, Batches};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 use rand::{rngs::StdRng, SeedableRng};
 
 use crate::{Args, Res};
 
-/// Medians of one kernel's searches of a batch, seconds.
-pub struct Kernel {
-    pub scan_s: f64,
-    pub gpu_s: f64,
-}
-
-/// One batch, both kernels, and the read of as many bytes.
+/// One batch: its searches' medians and the read of as many bytes.
 pub struct Row {
     pub batch: String,
     pub queries: usize,
@@ -26,9 +19,10 @@ pub struct Row {
     /// (pair, vector) distances computed.
     pub distances: u64,
     pub read_s: f64,
-    pub warp: Kernel,
-    pub staged: Kernel,
-    /// Whether every search, both kernels, found the first search's neighbours.
+    /// The scan kernel, and the search from the coarse step to the merge.
+    pub scan_s: f64,
+    pub gpu_s: f64,
+    /// Whether every search found the first search's neighbours.
     pub same: bool,
 }
 
@@ -52,18 +46,17 @@ pub fn run(gpu: &Gpu, args: &Args) -> Res<Vec<Row>> {
         ServiceConfig::default(),
     )?;
     let mut rng = StdRng::seed_from_u64(args.seed ^ 0x5ca9);
-    let mut batches: Vec<(String, lookahead_ivf::data::Vectors)> = args
-        .sizes
-        .iter()
+    let mut batches: Vec<(String, Vectors)> = (args.sizes.iter())
         .map(|&s| {
             let q = workload::near_random_clusters(&spec, &mut rng, s, args.seed + s as u64);
             (format!("{s} near 4 clusters"), q)
         })
         .collect();
     if !args.no_warm {
+        let layout = index.layout();
         let b = Batches::aimed_at(
             &spec,
-            index.layout(),
+            layout,
             args.warm_percent,
             args.nprobe,
             args.per_cluster,
@@ -84,56 +77,40 @@ pub fn run(gpu: &Gpu, args: &Args) -> Res<Vec<Row>> {
     Ok(rows)
 }
 
-fn params(args: &Args, scan: ScanKernel) -> SearchParams {
-    SearchParams {
-        nprobe: args.nprobe,
-        policy: Policy::Faults,
-        expected_passes: 2.0,
-        max_blocks: 0,
-        pull_copy_every: 0,
-        scan,
-    }
-}
-
-/// One batch: a warm-up and `reps` searches with each kernel, alternating, then the read.
+/// One batch: a warm-up and `reps` searches, then `reps` reads of as many bytes.
 fn measure_batch(
     gpu: &Gpu,
     index: &mut GpuIndex,
     mach: &UvmRuntime,
     args: &Args,
     batch: String,
-    queries: &lookahead_ivf::data::Vectors,
+    queries: &Vectors,
 ) -> Res<Row> {
-    let first = index.search(queries, params(args, ScanKernel::Warp), mach)?;
-    let mut same = true;
-    let mut times = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
-    for rep in 0..=args.reps {
-        for (k, scan) in [ScanKernel::Warp, ScanKernel::Staged]
-            .into_iter()
-            .enumerate()
-        {
-            let out = index.search(queries, params(args, scan), mach)?;
-            same &= out.ids == first.ids && out.dist == first.dist;
-            if rep > 0 {
-                times[k].0.push(out.scan_seconds);
-                times[k].1.push(out.gpu_seconds);
-            }
-        }
+    let params = SearchParams {
+        nprobe: args.nprobe,
+        policy: Policy::Faults,
+        expected_passes: 2.0,
+        max_blocks: 0,
+        pull_copy_every: 0,
+    };
+    let first = index.search(queries, params, mach)?;
+    let (mut same, mut scan, mut whole) = (true, Vec::new(), Vec::new());
+    for _ in 0..args.reps {
+        let out = index.search(queries, params, mach)?;
+        same &= out.ids == first.ids && out.dist == first.dist;
+        scan.push(out.scan_seconds);
+        whole.push(out.gpu_seconds);
     }
     let (bytes, distances) = scanned(index, &first, args.dim);
     let read_s = median(time_read(gpu, bytes as usize, args.reps)?);
-    let [warp, staged] = times.map(|(scan, whole)| Kernel {
-        scan_s: median(scan),
-        gpu_s: median(whole),
-    });
     Ok(Row {
         batch,
         queries: queries.len(),
         bytes,
         distances,
         read_s,
-        warp,
-        staged,
+        scan_s: median(scan),
+        gpu_s: median(whole),
         same,
     })
 }

@@ -16,16 +16,13 @@ fn rate(bytes: u64, s: f64) -> f64 {
 /// One batch on one line.
 pub fn summary(r: &Row) -> String {
     format!(
-        "{:<36} {:>6} queries, {:>8.1} MB: read {:.0} GB/s; warp scan {:.1} us ({:.0}%), staged {:.1} us ({:.0}%), {:.2}x{}",
+        "{:<36} {:>6} queries, {:>8.1} MB: read {:.0} GB/s; scan {:.1} us ({:.0}% of the read's rate){}",
         r.batch,
         r.queries,
         r.bytes as f64 / 1e6,
         rate(r.bytes, r.read_s),
-        r.warp.scan_s * 1e6,
-        100.0 * r.read_s / r.warp.scan_s,
-        r.staged.scan_s * 1e6,
-        100.0 * r.read_s / r.staged.scan_s,
-        r.warp.scan_s / r.staged.scan_s,
+        r.scan_s * 1e6,
+        100.0 * r.read_s / r.scan_s,
         if r.same { "" } else { "  RESULTS DIFFER" }
     )
 }
@@ -36,15 +33,11 @@ fn table(rows: &[Row], dim: usize) -> Table {
         "queries",
         "bytes scanned MB",
         "read_sum GB/s",
-        "warp scan us",
-        "warp scan % of read",
-        "staged scan us",
-        "staged scan % of read",
-        "staged speed-up",
-        "warp FP32 TFLOP/s",
-        "staged FP32 TFLOP/s",
-        "warp search us",
-        "staged search us",
+        "scan us",
+        "scan GB/s",
+        "scan % of read",
+        "FP32 TFLOP/s",
+        "search us",
         "same results",
     ]);
     for r in rows {
@@ -54,15 +47,11 @@ fn table(rows: &[Row], dim: usize) -> Table {
             r.queries.to_string(),
             format!("{:.1}", r.bytes as f64 / 1e6),
             format!("{:.0}", rate(r.bytes, r.read_s)),
-            format!("{:.1}", r.warp.scan_s * 1e6),
-            format!("{:.0}", 100.0 * r.read_s / r.warp.scan_s),
-            format!("{:.1}", r.staged.scan_s * 1e6),
-            format!("{:.0}", 100.0 * r.read_s / r.staged.scan_s),
-            format!("{:.2}", r.warp.scan_s / r.staged.scan_s),
-            format!("{:.1}", flops / r.warp.scan_s / 1e12),
-            format!("{:.1}", flops / r.staged.scan_s / 1e12),
-            format!("{:.1}", r.warp.gpu_s * 1e6),
-            format!("{:.1}", r.staged.gpu_s * 1e6),
+            format!("{:.1}", r.scan_s * 1e6),
+            format!("{:.0}", rate(r.bytes, r.scan_s)),
+            format!("{:.0}", 100.0 * r.read_s / r.scan_s),
+            format!("{:.1}", flops / r.scan_s / 1e12),
+            format!("{:.1}", r.gpu_s * 1e6),
             (if r.same { "yes" } else { "NO" }).to_string(),
         ]);
     }
@@ -71,32 +60,22 @@ fn table(rows: &[Row], dim: usize) -> Table {
 
 /// The targets, from this run's rows.
 fn targets(rows: &[Row], dim: usize) -> String {
-    let small: Vec<&Row> = rows.iter().filter(|r| r.queries <= 64).collect();
-    let lowest = |kernel: fn(&Row) -> f64| {
-        (small.iter())
-            .map(|r| r.read_s / kernel(r))
-            .fold(f64::INFINITY, f64::min)
-    };
-    let line = |name: &str, share: f64| {
-        let verdict = if share >= 0.9 { "met" } else { "missed" };
-        format!("{name} {verdict} (lowest {:.0}%)", 100.0 * share)
-    };
-    let large: Vec<&Row> = rows.iter().filter(|r| r.queries > 64).collect();
-    let best_tflops = (large.iter())
-        .flat_map(|r| {
-            [r.warp.scan_s, r.staged.scan_s]
-                .map(|s| 2.0 * dim as f64 * r.distances as f64 / s / 1e12)
-        })
+    let lowest = (rows.iter().filter(|r| r.queries <= 64))
+        .map(|r| r.read_s / r.scan_s)
+        .fold(f64::INFINITY, f64::min);
+    let best_tflops = (rows.iter().filter(|r| r.queries > 64))
+        .map(|r| 2.0 * dim as f64 * r.distances as f64 / r.scan_s / 1e12)
         .fold(0.0f64, f64::max);
+    let verdict = |met: bool| if met { "met" } else { "missed" };
     format!(
         "- target: batches of up to 64 queries scan at >= 90% of read_sum's rate over as many \
-         bytes: {}, {}\n\
-         - target: the large warm batch's scan at >= 20 TFLOP/s of FP32 distance work: {} (best \
-         {:.1} TFLOP/s)\n\
-         - same neighbours from both kernels in every search: {}\n",
-        line("warp scan", lowest(|r| r.warp.scan_s)),
-        line("staged scan", lowest(|r| r.staged.scan_s)),
-        if best_tflops >= 20.0 { "met" } else { "missed" },
+         bytes: {} (lowest {:.0}%)\n\
+         - target: the large warm batch's scan at >= 20 TFLOP/s of FP32 distance work: {} \
+         ({:.1} TFLOP/s)\n\
+         - same neighbours in every search of a batch: {}\n",
+        verdict(lowest >= 0.9),
+        100.0 * lowest,
+        verdict(best_tflops >= 20.0),
         best_tflops,
         if rows.iter().all(|r| r.same) {
             "yes"
@@ -111,7 +90,7 @@ pub fn write(out: &OutDir, header: &RunHeader, args: &Args, rows: &[Row]) -> Res
     let md = format!(
         "{}\n\
          - index: {:.2} GiB, {} dims, {} lists, nprobe {}, every list resident; medians of {} \
-         searches per kernel (alternating, after one warm-up) and of {} reads\n\
+         searches (after one warm-up) and of {} reads\n\
          - bytes scanned: for each (query, probed list) pair, the list's vectors (pairs that \
          share a list count it again: such reads can come from L2, hence shares above 100%); \
          read_sum reads as many bytes of device memory once (a plain read-only reduction, \
