@@ -150,6 +150,30 @@ pub fn build_index(
     GpuIndex::new(gpu, layout, data)
 }
 
+/// A benchmark's index: `gib` GiB of `dim`-float vectors drawn from [`clustered`] (`nlist`
+/// clusters, `seed`), `nlist` lists trained on a sample of 32 per list ([`build_index`], 6
+/// rounds). Refused with [`lookahead::Error::OutOfMemory`] (naming `during`) when it would
+/// not fit in the GPU's free memory with [`crate::gpu::INDEX_HEADROOM`] to spare.
+pub fn clustered_index(
+    gpu: &Gpu,
+    gib: f64,
+    dim: usize,
+    nlist: usize,
+    seed: u64,
+    during: &'static str,
+) -> lookahead::Result<(Clusters, GpuIndex)> {
+    let n = crate::gpu::vectors_that_fit(gpu, gib, dim, during)?;
+    let spec = clustered(dim, nlist, seed);
+    let data = spec.points(n, 0, None);
+    let sample = spec.points(nlist * 32, 1, None);
+    let index = build_index(gpu, &data, &sample, nlist, 6, seed)?;
+    println!(
+        "index: {} vectors x {dim} dims in {nlist} lists",
+        data.len()
+    );
+    Ok((spec, index))
+}
+
 /// Recall@K (K = `ivf_kernels::K`) of the first `n` queries' neighbours in `out` against
 /// brute force over `data`.
 pub fn recall(data: &Vectors, queries: &Vectors, out: &SearchOutcome, n: usize) -> f64 {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use lookahead::Gpu;
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{vectors_that_fit, BatchSearch, GpuIndex, SearchParams, Submit};
+use lookahead_ivf::gpu::{BatchSearch, GpuIndex, SearchParams, Submit};
 use lookahead_ivf::workload;
 use lookahead_uvm::{Policy, UvmRuntime};
 
@@ -57,18 +57,15 @@ pub struct Row {
 /// The data set and the index (lists in managed memory), refused when it would not fit in
 /// the GPU's free memory with 2 GiB to spare.
 pub fn build_index(gpu: &Gpu, args: &Args) -> Res<(Clusters, GpuIndex)> {
-    let n = vectors_that_fit(gpu, args.gib, args.dim, "ivf_latency")?;
-    let spec = workload::clustered(args.dim, args.nlist, args.seed);
-    let data = spec.points(n, 0, None);
-    let sample = spec.points(args.nlist * 32, 1, None);
-    let index = workload::build_index(gpu, &data, &sample, args.nlist, 6, args.seed)?;
-    println!(
-        "index: {} vectors x {} dims in {} lists",
-        data.len(),
-        args.dim,
-        args.nlist
-    );
-    Ok((spec, index))
+    let (g, d, n, seed) = (args.gib, args.dim, args.nlist, args.seed);
+    Ok(workload::clustered_index(
+        gpu,
+        g,
+        d,
+        n,
+        seed,
+        "ivf_latency",
+    )?)
 }
 
 fn params(args: &Args, policy: Policy) -> SearchParams {

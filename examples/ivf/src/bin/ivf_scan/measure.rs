@@ -3,7 +3,7 @@
 
 use lookahead::Gpu;
 use lookahead_ivf::data::Vectors;
-use lookahead_ivf::gpu::{time_read, vectors_that_fit, GpuIndex, SearchOutcome, SearchParams};
+use lookahead_ivf::gpu::{time_read, GpuIndex, SearchOutcome, SearchParams};
 use lookahead_ivf::workload::{self, Batches};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 use rand::{rngs::StdRng, SeedableRng};
@@ -33,11 +33,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Every row: the small batches, then the large warm one.
 pub fn run(gpu: &Gpu, args: &Args) -> Res<Vec<Row>> {
-    let n = vectors_that_fit(gpu, args.gib, args.dim, "ivf_scan")?;
-    let spec = workload::clustered(args.dim, args.nlist, args.seed);
-    let data = spec.points(n, 0, None);
-    let sample = spec.points(args.nlist * 32, 1, None);
-    let mut index = workload::build_index(gpu, &data, &sample, args.nlist, 6, args.seed)?;
+    let (g, d, n, seed) = (args.gib, args.dim, args.nlist, args.seed);
+    let (spec, mut index) = workload::clustered_index(gpu, g, d, n, seed, "ivf_scan")?;
     index.lists_mut().make_resident()?;
     let mach = UvmRuntime::new(
         gpu,
