@@ -271,7 +271,7 @@ pub fn assign_on_gpu(gpu: &Gpu, centroids: &[f32], data: &Vectors) -> Result<Vec
     Ok(out)
 }
 
-/// Seconds of each of `reps` launches of [`ivf_kernels::read_sum`] over `bytes` of device
+/// Seconds of each of `reps` launches of [`ivf_kernels::read_sum()`] over `bytes` of device
 /// memory (after one warm-up), by CUDA events: the rate a streaming read gets on this GPU,
 /// the yardstick for the scan's reads. The buffer is filled with ones and the sum checked,
 /// so a launch that read nothing is an error, not a fast row.

@@ -2,7 +2,7 @@
 //!
 //! The scan kernel against the hardware's streaming read rate, in one run: resident
 //! searches of small batches (queries near a few random clusters) and of one large warm
-//! batch (dozens of queries per hot cluster), beside [`ivf_kernels::read_sum`], a plain
+//! batch (dozens of queries per hot cluster), beside [`ivf_kernels::read_sum()`], a plain
 //! read-only reduction over as many bytes.
 //!
 //! A scan's bytes are what its pairs read: for each (query, probed list) pair, the list's
