@@ -17,18 +17,18 @@ use crate::{
 /// A work item of [`crate::plan`], decoded: pair `p` (query `q`) and chunk `ch` of list `l`,
 /// which covers the list's vectors `a..b`.
 #[derive(Clone, Copy)]
-pub(crate) struct WorkItem {
-    pub(crate) p: usize,
-    pub(crate) ch: usize,
-    pub(crate) l: usize,
-    pub(crate) q: usize,
-    pub(crate) a: usize,
-    pub(crate) b: usize,
+struct WorkItem {
+    p: usize,
+    ch: usize,
+    l: usize,
+    q: usize,
+    a: usize,
+    b: usize,
 }
 
 /// Work item `it` of the plan.
 #[inline(always)]
-pub(crate) fn item(work: &WorkPlan, index: &Index, batch: &Batch, it: usize) -> WorkItem {
+fn item(work: &WorkPlan, index: &Index, batch: &Batch, it: usize) -> WorkItem {
     let chunk = (index.chunk_rows as usize).max(1);
     let p = work.item_pair[it] as usize;
     let ch = work.item_chunk[it] as usize;
@@ -48,7 +48,7 @@ pub(crate) fn item(work: &WorkPlan, index: &Index, batch: &Batch, it: usize) -> 
 /// Whether the shapes are ones the scans handle (warp-uniform; the host finds the poisoned
 /// outputs otherwise).
 #[inline(always)]
-pub(crate) fn usable(index: &Index) -> bool {
+fn usable(index: &Index) -> bool {
     index.dim > 0 && index.dim as usize <= MAX_DIM
 }
 

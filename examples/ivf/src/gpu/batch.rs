@@ -177,8 +177,14 @@ impl GpuIndex {
 
     /// The shape of a batch of `nq` queries: the index's work items, or smaller ones for few
     /// (query, list) pairs (see [`FEW_PAIRS_CHUNK_ROWS`]).
-    pub(super) fn batch_shape(&self, params: SearchParams, nq: usize) -> Result<Shape> {
+    fn batch_shape(&self, params: SearchParams, nq: usize) -> Result<Shape> {
         let shape = self.shape_of(nq, params, self.chunk_rows)?;
+        self.few_pair_items(shape, params)
+    }
+
+    /// `shape` (with the index's work items) with smaller work items where it has few
+    /// (query, list) pairs (see [`FEW_PAIRS_CHUNK_ROWS`]).
+    pub(super) fn few_pair_items(&self, shape: Shape, params: SearchParams) -> Result<Shape> {
         if shape.pairs > FEW_PAIRS {
             return Ok(shape);
         }
@@ -191,7 +197,7 @@ impl GpuIndex {
         if small >= self.chunk_rows {
             return Ok(shape);
         }
-        self.shape_of(nq, params, small)
+        self.shape_of(shape.nq, params, small)
     }
 
     fn batch_by_launches(&mut self, batch: &mut BatchSearch, queries: &Vectors) -> Result<()> {

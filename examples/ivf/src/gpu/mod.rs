@@ -285,23 +285,12 @@ pub fn time_read(gpu: &Gpu, bytes: usize, reps: usize) -> Result<Vec<f64>> {
     let sms = gpu.capabilities()?.sm_count.max(1);
     // Enough blocks to fill every SM; each thread walks the buffer with the grid's stride.
     let cfg = lookahead::launch::LaunchConfig::new((sms * 8, 1, 1), (256, 1, 1));
-    let ctx = stream.context();
-    let event = || {
-        ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .during("cuEventCreate")
-    };
-    let (start, end) = (event()?, event()?);
     let mut seconds = Vec::with_capacity(reps);
     for rep in 0..=reps {
-        buffers::fill32(
-            cudarc::driver::DevicePtr::device_ptr(&sum, &stream).0,
-            1,
-            0,
-            &stream,
-        )?;
-        start.record(&stream).during("cuEventRecord")?;
-        ivf_kernels::read_sum::launch(&stream, cfg, &data, &mut sum)?;
-        end.record(&stream).during("cuEventRecord")?;
+        stream.memset_zeros(&mut sum).during("cuMemsetD8Async")?;
+        let ((), ms) = lookahead::timing::time_on_stream(&stream, || {
+            ivf_kernels::read_sum::launch(&stream, cfg, &data, &mut sum)
+        })?;
         let got = stream.clone_dtoh(&sum).during("cuMemcpyDtoH")?[0];
         // Ones summed in f32 partial sums: exact while each partial stays below 2^24.
         if (got as f64 - floats as f64).abs() > floats as f64 * 1e-3 {
@@ -311,8 +300,7 @@ pub fn time_read(gpu: &Gpu, bytes: usize, reps: usize) -> Result<Vec<f64>> {
             });
         }
         if rep > 0 {
-            let ms = start.elapsed_ms(&end).during("cuEventElapsedTime")?;
-            seconds.push(ms as f64 / 1e3);
+            seconds.push(ms / 1e3);
         }
     }
     Ok(seconds)

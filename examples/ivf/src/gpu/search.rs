@@ -138,7 +138,7 @@ impl GpuIndex {
         if reads_in_place(chosen) {
             // Few pairs scan smaller work items, as small batches do: nothing waits for a
             // list, so more items only spread the rows over more warps.
-            shape = self.batch_shape(params, shape.nq)?;
+            shape = self.few_pair_items(shape, params)?;
         }
         self.buffers(Capacity::of(&shape))?;
         self.stream.synchronize().during("cuStreamSynchronize")?;

@@ -2,6 +2,7 @@
 //! as many bytes.
 
 use lookahead::Gpu;
+use lookahead_bench::stats::median;
 use lookahead_ivf::data::Vectors;
 use lookahead_ivf::gpu::{time_read, GpuIndex, SearchOutcome, SearchParams};
 use lookahead_ivf::workload::{self, Batches};
@@ -24,11 +25,6 @@ pub struct Row {
     pub gpu_s: f64,
     /// Whether every search found the first search's neighbours.
     pub same: bool,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Every row: the small batches, then the large warm one.
@@ -99,15 +95,15 @@ fn measure_batch(
         whole.push(out.gpu_seconds);
     }
     let (bytes, distances) = scanned(index, &first, args.dim);
-    let read_s = median(time_read(gpu, bytes as usize, args.reps)?);
+    let read_s = median(&time_read(gpu, bytes as usize, args.reps)?).unwrap_or(f64::NAN);
     Ok(Row {
         batch,
         queries: queries.len(),
         bytes,
         distances,
         read_s,
-        scan_s: median(scan),
-        gpu_s: median(whole),
+        scan_s: median(&scan).unwrap_or(f64::NAN),
+        gpu_s: median(&whole).unwrap_or(f64::NAN),
         same,
     })
 }
