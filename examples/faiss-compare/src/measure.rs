@@ -8,7 +8,7 @@ use std::time::Instant;
 use lookahead::Gpu;
 use lookahead_ivf::cpu;
 use lookahead_ivf::data::Vectors;
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, SearchParams, Submit};
+use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, ScanMethod, SearchParams, Submit};
 use lookahead_ivf::index::IvfLayout;
 use lookahead_uvm::{Policy, UvmRuntime};
 
@@ -109,6 +109,7 @@ impl Ours<'_> {
             expected_passes: 2.0,
             max_blocks: 0,
             pull_copy_every: 0,
+            scan: ScanMethod::Auto,
         }
     }
 

@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use ivf_kernels::{
-    BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs, PullPlanArgs,
-    Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS,
-    TOTAL_WORDS,
+    BatchArgs, BoundItemsArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
+    PullPlanArgs, TilePlanArgs, Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_NPROBE,
+    PLAN_THREADS, SCAN_THREADS, TOTAL_WORDS,
 };
 use lookahead::emu::Emulator;
 use lookahead::launch::{HostMemory, LaunchConfig};
@@ -68,6 +68,10 @@ pub struct EmulatedParams {
     /// Plan with `plan_pairs` (as small resident batches do) instead of `plan`; only without
     /// a queue and without `pull`. The result's per-list counts are then empty.
     pub pair_plan: bool,
+    /// `Some(n)`: scan by tiles (`tile_bounds`, then `bounded_scan`), in launches of at
+    /// most `n` bounds (at least one work item each; the GPU's launches cover as many as
+    /// its bounds buffer holds); only with `plan` and without a queue or `pull`.
+    pub tiles: Option<usize>,
 }
 
 impl Default for EmulatedParams {
@@ -81,6 +85,7 @@ impl Default for EmulatedParams {
             pull: false,
             copy_every: 2,
             pair_plan: false,
+            tiles: None,
         }
     }
 }
@@ -116,6 +121,9 @@ pub fn search(
     let started = Instant::now();
     let (from_cache, cache_matches) = if params.pull {
         inp.pull_scan(&mut plan, &mut cands)?
+    } else if let Some(piece) = params.tiles {
+        inp.tile_scan(&plan, &mut cands, piece)?;
+        (0, true)
     } else {
         inp.scan(&plan, &mut cands, queue)?;
         (0, true)
@@ -285,6 +293,97 @@ impl Inputs<'_> {
         };
         let (index, batch) = (self.index(), self.batch(p, hints));
         ivf_kernels::scan::launch(self.emu, self.grid(), index, batch, work(p), queue, out)
+    }
+
+    /// The tiled scan in launches of at most `most` bounds (at least one work item each),
+    /// each bound checked against the distance it bounds before the bounded scan reads it.
+    fn tile_scan(&self, p: &Plan, c: &mut Cands, most: usize) -> Result<()> {
+        let (layout, dim) = (self.layout, self.layout.dim);
+        let norms: Vec<f32> = (self.lists.chunks_exact(dim.max(1)))
+            .map(|v| v.iter().fold(0.0f32, |s, x| x.mul_add(*x, s)))
+            .collect();
+        let probed = &p.probed[..Total::ProbedLists.of(&p.totals)];
+        let tw = layout.tile_work(probed, &p.counts, self.params.chunk_rows);
+        assert_eq!(tw.bound_off.len() - 1, Total::WorkItems.of(&p.totals));
+        let n_units = tw.units.len() / ivf_kernels::UNIT_WORDS;
+        let tiles = LaunchConfig::new((n_units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
+        for (first, count) in tw.pieces(most as u64) {
+            let off = &tw.bound_off;
+            let mut bounds = vec![f32::NAN; (off[first + count] - off[first]) as usize];
+            let range = || BoundItemsArgs {
+                offsets: off,
+                first: first as u32,
+                count: count as u32,
+            };
+            let plan = TilePlanArgs {
+                counts: &p.counts,
+                list_item_off: &p.list_item_off,
+                item_pair: &p.item_pair,
+                units: &tw.units,
+                norms: &norms,
+            };
+            let (q, nprobe) = (&self.queries.data, self.nprobe as u32);
+            if n_units > 0 {
+                ivf_kernels::tile_bounds::launch(
+                    self.emu,
+                    tiles,
+                    self.index(),
+                    q,
+                    nprobe,
+                    plan,
+                    range(),
+                    &mut bounds,
+                )?;
+            }
+            self.check_bounds(p, (first, count), off, &bounds);
+            let out = CandidatesArgs {
+                readiness: &mut c.readiness,
+                dist: &mut c.dist,
+                ids: &mut c.ids,
+            };
+            let (index, batch) = (self.index(), self.batch(p, HINT_NONE));
+            ivf_kernels::bounded_scan::launch(
+                self.emu,
+                self.grid(),
+                index,
+                batch,
+                work(p),
+                range(),
+                &bounds,
+                out,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Every bound `tile_bounds` wrote for the items `first..first + count` (from
+    /// `off[it] - off[first]` each) is written and at most the squared distance it bounds,
+    /// summed in `f64` (panics otherwise: a test's failure).
+    fn check_bounds(&self, p: &Plan, (first, count): (usize, usize), off: &[u64], bounds: &[f32]) {
+        let (dim, chunk) = (self.layout.dim, self.params.chunk_rows.max(1) as usize);
+        for it in first..first + count {
+            let pair = p.item_pair[it] as usize;
+            let (l, ch) = (p.probes[pair] as usize, p.item_chunk[it] as usize);
+            let q = self.queries.row(pair / self.nprobe);
+            let a = self.layout.offsets[l] as usize + ch * chunk;
+            let b = (a + chunk).min(self.layout.offsets[l + 1] as usize);
+            assert_eq!(
+                off[it + 1] - off[it],
+                (b - a) as u64,
+                "item {it}: its bounds"
+            );
+            for r in a..b {
+                let x = &self.lists[r * dim..(r + 1) * dim];
+                let exact: f64 = (q.iter().zip(x))
+                    .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+                    .sum();
+                let got = bounds[(off[it] - off[first]) as usize + r - a];
+                assert!(
+                    (got as f64) <= exact,
+                    "tile_bounds: item {it} vector {r}: bound {got} above the distance {exact}"
+                );
+            }
+        }
     }
 
     /// `pull_scan` with a fresh cache; returns how many probed lists came from the cache and

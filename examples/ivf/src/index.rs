@@ -62,6 +62,35 @@ impl IvfLayout {
         (self.offsets[l + 1] - self.offsets[l]) as usize
     }
 
+    /// The work of [`ivf_kernels::tile_bounds`] for a plan's `probed` lists with
+    /// `counts[l]` (query, probe) pairs each, in work items of `chunk_rows` vectors.
+    pub fn tile_work(&self, probed: &[u32], counts: &[u32], chunk_rows: u32) -> TileWork {
+        let chunk = chunk_rows.max(1) as usize;
+        let rows = chunk.min(ivf_kernels::UNIT_ROWS);
+        let mut work = TileWork {
+            units: Vec::new(),
+            bound_off: vec![0],
+        };
+        let mut total = 0u64;
+        for &l in probed {
+            let (len, pairs) = (self.list_len(l as usize), counts[l as usize] as usize);
+            for (c, start) in (0..len).step_by(chunk).enumerate() {
+                let in_chunk = (len - start).min(chunk);
+                for off in (0..in_chunk).step_by(rows) {
+                    for g0 in (0..pairs).step_by(ivf_kernels::TILE_QUERIES) {
+                        work.units.extend([l, c as u32, off as u32, g0 as u32]);
+                    }
+                }
+                // The chunk's items: its pairs side by side, as the plan numbers them.
+                for _ in 0..pairs {
+                    total += in_chunk as u64;
+                    work.bound_off.push(total);
+                }
+            }
+        }
+        work
+    }
+
     /// Bytes of list `l`'s vectors.
     pub fn list_bytes(&self, l: usize) -> u64 {
         (self.list_len(l) * self.dim * 4) as u64
@@ -107,4 +136,35 @@ pub fn interleave_quads(rows: &[f32], cols: usize) -> Vec<f32> {
         }
     }
     out
+}
+
+/// What [`IvfLayout::tile_work`] lists for a tiled scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TileWork {
+    /// [`ivf_kernels::UNIT_WORDS`] words per unit of [`ivf_kernels::tile_bounds`] (list,
+    /// chunk, first vector of the unit in the chunk, first pair of its tile): every
+    /// [`ivf_kernels::UNIT_ROWS`] vectors of every chunk against every
+    /// [`ivf_kernels::TILE_QUERIES`] of the list's pairs.
+    pub units: Vec<u32>,
+    /// Per work item, in the plan's order (list by list, chunk by chunk, pairs side by
+    /// side): where its bounds start, one per vector of its chunk; then their total.
+    pub bound_off: Vec<u64>,
+}
+
+impl TileWork {
+    /// The work items in launches whose bounds fit `max_bounds` floats (at least one item
+    /// each): `(first, count)` of each.
+    pub fn pieces(&self, max_bounds: u64) -> Vec<(usize, usize)> {
+        let items = self.bound_off.len().saturating_sub(1);
+        let mut pieces = Vec::new();
+        let mut first = 0;
+        while first < items {
+            let limit = self.bound_off[first] + max_bounds;
+            let fit = self.bound_off[first + 1..].partition_point(|&o| o <= limit);
+            let count = fit.clamp(1, items - first);
+            pieces.push((first, count));
+            first += count;
+        }
+        pieces
+    }
 }

@@ -218,6 +218,43 @@ fn chunk_sizes_and_grid_shapes_give_the_same_answer() {
     }
 }
 
+/// The tiled scan (bounds from tiles of dot products, then exact distances only where a
+/// bound can beat the `K`-th) returns the warp scan's neighbours bit for bit, on random
+/// data: with more queries on a list than one tile holds, a dimension that leaves a partial
+/// k-tile, chunks that leave partial row tiles, and launches that split a list's items.
+/// Every bound is checked against its distance on the way (`emulated::search`).
+#[test]
+fn tiles_give_the_warp_scans_answer_bit_for_bit() {
+    let seed = fresh_seed();
+    let mut f = fixture(seed, 20);
+    let spec = Clusters {
+        dim: 20,
+        clusters: 24,
+        spread: 4.0,
+        sigma: 1.0,
+        seed,
+    };
+    // 150 queries, 4 probes each, over 24 lists: some list has more than 32 pairs.
+    f.queries = spec.points(150, 3, None);
+    let emu = Emulator::new();
+    for (chunk_rows, piece) in [(64, usize::MAX), (33, 200), (1000, 3000)] {
+        let params = EmulatedParams {
+            chunk_rows,
+            ..EmulatedParams::default()
+        };
+        let warp = without_queue(&emu, &f, params);
+        let tiles = EmulatedParams {
+            tiles: Some(piece),
+            ..params
+        };
+        let got = without_queue(&emu, &f, tiles);
+        let what = format!("chunk {chunk_rows}, at most {piece} bounds per launch");
+        assert_eq!(got.ids, warp.ids, "{what}");
+        assert_eq!(got.dist, warp.dist, "{what}");
+        check_against_cpu(&f, &got, params.nprobe, &what);
+    }
+}
+
 /// The GPU-driven path with the CPU playing the GPU: the plan kernel asks a host ring for
 /// every probed list, a host service marks them ready, the scan waits for them; the second
 /// search finds them still resident and asks for nothing; after `forget_resident` it asks

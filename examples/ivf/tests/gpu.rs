@@ -8,7 +8,7 @@ use lookahead::Gpu;
 use lookahead_ivf::check::{snap, snap_values, top_k_mismatches};
 use lookahead_ivf::cpu::{self, Hit};
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, SearchParams};
+use lookahead_ivf::gpu::{assign_on_gpu, GpuIndex, ScanMethod, SearchParams};
 use lookahead_ivf::index::IvfLayout;
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
@@ -73,6 +73,7 @@ fn params(policy: Policy) -> SearchParams {
         expected_passes: 2.0,
         max_blocks: 0,
         pull_copy_every: 0,
+        scan: ScanMethod::Auto,
     }
 }
 
@@ -153,6 +154,64 @@ fn every_policy_returns_the_cpu_top_k() {
             }
         }
     }
+}
+
+/// The tiled scan returns the warp scan's neighbours bit for bit, and on grid data the CPU
+/// reference's: 1 500 queries on 40 hot clusters (about 25 pairs per list, so `Auto` tiles
+/// them), on the grid and off it; asked of a policy that does not read the lists in place,
+/// it is refused with a message naming what it needs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tiles_return_the_warp_scans_answer() {
+    let gpu = gpu();
+    let mut f = fixture(&gpu);
+    let hot: Vec<usize> = (0..40).map(|i| i * 6).collect();
+    let on_grid = snap(f.spec.points(1500, 9, Some(&hot)));
+    let off_grid = f.spec.points(1500, 10, Some(&hot));
+    let (want, _) = cpu_top_k(&f, &on_grid);
+    f.index.lists_mut().make_resident().unwrap();
+    let with = |scan| SearchParams {
+        scan,
+        ..params(Policy::Faults)
+    };
+    for (queries, name) in [(&on_grid, "on the grid"), (&off_grid, "off the grid")] {
+        let warp = f
+            .index
+            .search(queries, with(ScanMethod::Warp), &f.mach)
+            .unwrap();
+        let auto = f
+            .index
+            .search(queries, with(ScanMethod::Auto), &f.mach)
+            .unwrap();
+        let tiles = f
+            .index
+            .search(queries, with(ScanMethod::Tiles), &f.mach)
+            .unwrap();
+        assert!(
+            !warp.tiled && auto.tiled && tiles.tiled,
+            "{name}: the scans asked for"
+        );
+        for (got, how) in [(&auto, "auto"), (&tiles, "tiles")] {
+            assert_eq!(got.ids, warp.ids, "{name}, {how}: ids");
+            assert_eq!(got.dist, warp.dist, "{name}, {how}: distances");
+        }
+        if name == "on the grid" {
+            assert_cpu_top_k(&tiles.dist, &tiles.ids, &want, "tiles on the grid");
+        }
+    }
+    let pulled = SearchParams {
+        scan: ScanMethod::Tiles,
+        ..params(Policy::GpuPull)
+    };
+    let err = f
+        .index
+        .search(&on_grid, pulled, &f.mach)
+        .expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("ScanMethod::Tiles needs lists read in place"),
+        "{err}"
+    );
 }
 
 /// The soak tests' four batches of 64 queries over 16 hot clusters each (seeds `seed..`),

@@ -5,8 +5,9 @@
 //! stores, warp shuffles and votes, static shared memory, typed views of device and managed
 //! (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]), the
 //! floating-point functions of the standard library ([`math`]: libdevice on the GPU), the
-//! prefetch instructions behind `#[prefetch_next]`, the GPU half of the Unified Memory protocol
-//! ([`uvm`]), and the GPU half of the cache over host memory ([`cache`]). Each intrinsic is a
+//! prefetch instructions behind `#[prefetch_next]`, asynchronous copies into shared memory
+//! ([`mod@pipeline`]), TF32 tensor-core products ([`mma`]), the GPU half of the Unified Memory
+//! protocol ([`uvm`]), and the GPU half of the cache over host memory ([`cache`]). Each intrinsic is a
 //! thin safe (or clearly `unsafe`) wrapper over one PTX instruction, so kernel crates never
 //! write `asm!` themselves.
 //!
@@ -15,7 +16,8 @@
 //! type-checked by a stable host compiler, and they run on the CPU emulator
 //! (`lookahead-emu`, launched through `lookahead::emu::Emulator`), where every intrinsic has
 //! its GPU meaning: per-thread indices, block barriers, per-block shared memory, warp
-//! shuffles and votes, host atomics, and prefetches recorded in a trace. Calling an
+//! shuffles and votes (and the tensor-core products computed through them), host atomics,
+//! and prefetches recorded in a trace. Calling an
 //! intrinsic that needs a thread (an index, a barrier) outside an emulated launch panics
 //! with a message saying so.
 #![no_std]
@@ -74,6 +76,7 @@ pub mod cache;
 pub mod index;
 pub mod math;
 pub mod memory;
+pub mod mma;
 #[cfg(target_arch = "nvptx64")]
 mod panic;
 pub mod param;

@@ -33,6 +33,7 @@ mod params;
 mod plan_step;
 mod quad;
 mod scan_step;
+mod tile_step;
 mod topk;
 mod yardstick;
 
@@ -40,7 +41,10 @@ pub use coarse_step::{coarse, coarse_merge};
 pub use merge_step::merge;
 pub use params::*;
 pub use plan_step::{plan, plan_pairs};
-pub use scan_step::{pull_scan, scan};
+pub use scan_step::{bounded_scan, pull_scan, scan};
+pub use tile_step::{
+    bound_slack, tile_bounds, TILE_QUERIES, TILE_ROWS, TILE_THREADS, UNIT_ROWS, UNIT_WORDS,
+};
 pub use yardstick::read_sum;
 
 use lookahead_device::prefetch::Level;

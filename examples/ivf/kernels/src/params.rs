@@ -114,6 +114,39 @@ pub struct WorkPlan {
     pub pair_cand_off: DeviceSlice<u32>,
 }
 
+/// What [`crate::tile_bounds`] reads of [`crate::plan`]'s output (see there), its units
+/// of work, and every stored vector's squared norm.
+#[derive(KernelParams)]
+#[repr(C)]
+pub struct TilePlan {
+    /// Per list: the pairs that probe it.
+    pub counts: DeviceSlice<u32>,
+    /// Per list: where its work items start.
+    pub list_item_off: DeviceSlice<u32>,
+    /// Per work item: its pair.
+    pub item_pair: DeviceSlice<u32>,
+    /// The units, [`crate::UNIT_WORDS`] words each (see [`crate::tile_bounds`]; the host
+    /// lists them from the plan's counts).
+    pub units: DeviceSlice<u32>,
+    /// Per stored vector (the order of [`Index::vectors`]): `|x|^2`.
+    pub norms: DeviceSlice<f32>,
+}
+
+/// Work items `first..first + count`, the part of a batch's scan that one launch of
+/// [`crate::tile_bounds`] and [`crate::bounded_scan`] covers, and where each item's bounds
+/// are: item `it`'s, one per vector of its chunk, from `offsets[it] - offsets[first]` in
+/// the launch's bounds buffer (`offsets` has an entry past the last item).
+#[derive(KernelParams)]
+#[repr(C)]
+pub struct BoundItems {
+    /// Per work item: its first bound, counted over the whole batch.
+    pub offsets: DeviceSlice<u64>,
+    /// The first work item.
+    pub first: u32,
+    /// Work items.
+    pub count: u32,
+}
+
 /// The pull cache as [`crate::plan`] updates it: per list, the copy chunks complete
 /// (`copied`), and where each wanted list's copy chunks are numbered from (`copy_first`,
 /// `nlist + 1` entries).

@@ -4,7 +4,7 @@
 /// Four floats, 16-byte aligned: one vector load.
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
-struct Quad([f32; 4]);
+pub struct Quad(pub [f32; 4]);
 
 /// Whether `data` starts on a 16-byte boundary, so that [`load`] can read it from any
 /// multiple of 4 floats.

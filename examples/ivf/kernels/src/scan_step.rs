@@ -6,7 +6,7 @@ use lookahead_device::prelude::*;
 use lookahead_device::uvm::{pull, Readiness, RequestQueue};
 
 use crate::distance::{lane_part, LANE_QUADS};
-use crate::params::{Batch, Candidates, Index, Pull, PullWork, Total, WorkPlan};
+use crate::params::{Batch, BoundItems, Candidates, Index, Pull, PullWork, Total, WorkPlan};
 use crate::quad;
 use crate::topk::WarpBest;
 use crate::{
@@ -52,8 +52,8 @@ fn usable(index: &Index) -> bool {
     index.dim > 0 && index.dim as usize <= MAX_DIM
 }
 
-/// One work item, by the whole warp: the `K` nearest of the vectors `rows` (rows `w.a..` of
-/// the index) to the item's query, written to the item's `K` candidates.
+/// One work item's scan by the whole warp: the `K` nearest to the item's query among the
+/// vectors each step hands it, kept in a [`WarpBest`].
 ///
 /// Each vector is read by [`LANES_PER_ROW`] lanes, 4 vectors per step: lane `g` of a row's
 /// group holds the query's dimensions `g, g + 8, ...` in registers and sums its part; three
@@ -64,42 +64,65 @@ fn usable(index: &Index) -> bool {
 /// With `QUADS` (`dim` a multiple of 4 and `rows` 16-byte aligned, see [`scan_rows`]) lane
 /// `g` holds dimensions `4g..4g + 4, 4g + 32..`, loaded 4 at a time: a quarter of the load
 /// instructions and their address arithmetic.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // counted loops keep `qv` in registers (below)
-fn scan_item<const QUADS: bool>(
-    rows: &[f32],
+struct ItemScan<'a, const QUADS: bool> {
+    /// The item's vectors (`w.a..w.b` of the index).
+    rows: &'a [f32],
+    ids: &'a [u32],
     w: WorkItem,
-    index: &Index,
-    batch: &Batch,
-    work: &WorkPlan,
-    out: &mut Candidates,
-) {
-    let dim = index.dim as usize;
-    let query = &batch.queries[w.q * dim..(w.q + 1) * dim];
-    let first = (work.pair_cand_off[w.p] as usize + w.ch) * K;
-    let lane = lane_id() as usize;
-    let g = lane % LANES_PER_ROW;
-    let group = lane / LANES_PER_ROW;
-    let rows_per_step = 32 / LANES_PER_ROW;
-    // Counted loops over constant indices, so `qv` stays in registers: iterator loops over it
-    // were left rolled (with jump threading off) and put it in local memory, which made the
-    // scan 3x slower (H100, driver 580.159.04).
-    let mut qv = [0.0f32; DIMS_PER_LANE];
-    for i in 0..DIMS_PER_LANE {
-        let d = lane_dim::<QUADS>(g, i);
-        if d < dim {
-            qv[i] = query[d];
+    dim: usize,
+    /// This lane's place in its row's group, and its group.
+    g: usize,
+    group: usize,
+    qv: [f32; DIMS_PER_LANE],
+    best: WarpBest,
+    held: (f32, u32),
+    step: usize,
+}
+
+const EMPTY: (f32, u32) = (f32::INFINITY, u32::MAX);
+
+impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // counted loops keep `qv` in registers (below)
+    fn new(rows: &'a [f32], w: WorkItem, index: &'a Index, batch: &Batch) -> Self {
+        let dim = index.dim as usize;
+        let query = &batch.queries[w.q * dim..(w.q + 1) * dim];
+        let lane = lane_id() as usize;
+        let g = lane % LANES_PER_ROW;
+        // Counted loops over constant indices, so `qv` stays in registers: iterator loops
+        // over it were left rolled (with jump threading off) and put it in local memory,
+        // which made the scan 3x slower (H100, driver 580.159.04).
+        let mut qv = [0.0f32; DIMS_PER_LANE];
+        for i in 0..DIMS_PER_LANE {
+            let d = lane_dim::<QUADS>(g, i);
+            if d < dim {
+                qv[i] = query[d];
+            }
+        }
+        ItemScan {
+            rows,
+            ids: &index.ids[..],
+            w,
+            dim,
+            g,
+            group: lane / LANES_PER_ROW,
+            qv,
+            best: WarpBest::new(),
+            held: EMPTY,
+            step: 0,
         }
     }
-    let empty = (f32::INFINITY, u32::MAX);
-    let (mut best, mut held) = (WarpBest::new(), empty);
-    let (mut step, mut r0) = (0usize, w.a);
-    while r0 < w.b {
-        let row = r0 + group;
+
+    /// One step: the distance to vector `row` of the index (this lane's group's; none past
+    /// `w.b`), every 8 steps offered with the others.
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // counted loops keep `qv` in registers
+    fn step(&mut self, row: usize) {
+        let (w, dim, g) = (self.w, self.dim, self.g);
         let mut s = 0.0f32;
         // The id is loaded with the row, not after its distance: behind the sum it was a
         // second round trip to memory in every step.
-        let id = if row < w.b { index.ids[row] } else { u32::MAX };
+        let id = if row < w.b { self.ids[row] } else { u32::MAX };
         if row < w.b && QUADS {
             let at = (row - w.a) * dim;
             let mut v = [[0.0f32; 4]; LANE_QUADS];
@@ -109,10 +132,10 @@ fn scan_item<const QUADS: bool>(
                     // SAFETY: a <= row < b and d + 4 <= dim (both multiples of 4), so
                     // at + d + 4 <= (b - a) * dim <= rows.len(); `rows` is 16-byte aligned
                     // and at + d a multiple of 4, so the quad is aligned.
-                    *quad = unsafe { quad::load(rows, at + d) };
+                    *quad = unsafe { quad::load(self.rows, at + d) };
                 }
             }
-            s = lane_part(&qv, &v);
+            s = lane_part(&self.qv, &v);
         } else if row < w.b {
             let at = (row - w.a) * dim;
             for i in 0..DIMS_PER_LANE {
@@ -120,7 +143,7 @@ fn scan_item<const QUADS: bool>(
                 if d < dim {
                     // SAFETY: a <= row < b and d < dim, so at + d < (b - a) * dim <=
                     // rows.len().
-                    let t = qv[i] - unsafe { *rows.get_unchecked(at + d) };
+                    let t = self.qv[i] - unsafe { *self.rows.get_unchecked(at + d) };
                     s += t * t;
                 }
             }
@@ -128,24 +151,152 @@ fn scan_item<const QUADS: bool>(
         s += warp::shfl_xor_f32(s, 1);
         s += warp::shfl_xor_f32(s, 2);
         s += warp::shfl_xor_f32(s, 4);
-        if row < w.b && g == step % LANES_PER_ROW {
-            held = (s, id);
+        if row < w.b && g == self.step % LANES_PER_ROW {
+            self.held = (s, id);
         }
-        step += 1;
-        r0 += rows_per_step;
-        if step % LANES_PER_ROW == 0 {
-            best.offer(held); // warp-uniform: `step` is
-            held = empty;
+        self.step += 1;
+        if self.step % LANES_PER_ROW == 0 {
+            self.best.offer(self.held); // warp-uniform: `step` is
+            self.held = EMPTY;
         }
     }
-    if step % LANES_PER_ROW != 0 {
-        best.offer(held);
+
+    /// Every vector of the item, 4 per step.
+    #[inline(always)]
+    fn all_rows(&mut self) {
+        let mut r0 = self.w.a;
+        while r0 < self.w.b {
+            self.step(r0 + self.group);
+            r0 += 32 / LANES_PER_ROW;
+        }
     }
-    if lane < K {
-        let (d, id) = best.entry();
-        out.dist[first + lane] = d;
-        out.ids[first + lane] = id;
+
+    /// The vectors whose lower bound (`bounds[r - w.a]` for vector `r`) does not exceed
+    /// the `K`-th distance kept so far; the others cannot be among the `K` nearest.
+    ///
+    /// First the 32 vectors of lowest bound among those each lane checks (every 32nd), so
+    /// that the `K`-th distance is near its final value before the pass that checks every
+    /// bound: then the pass computes little more than the `K` nearest. Bounds are loaded
+    /// [`BOUND_ROUNDS`] rounds of 32 at a time, and the 32 vectors prefetched into L2 before
+    /// their distances: one at a time, each was a round trip to memory.
+    ///
+    /// Tried on the H100 and slower: the `K` lowest bounds exactly (a second [`WarpBest`]
+    /// over all the bounds: 2.7 times as long), and only the `K` lowest of the 32 (a looser
+    /// `K`-th let more vectors through: 1.5 times as long).
+    #[inline(always)]
+    fn bounded_rows(&mut self, bounds: &[f32]) {
+        let (w, lane) = (self.w, lane_id() as usize);
+        let n = w.b - w.a;
+        let mut low = EMPTY;
+        let mut base = 0;
+        while base < n {
+            let v = bound_rounds(bounds, base, n);
+            for (j, &b) in v.iter().enumerate() {
+                let r = base + 32 * j + lane;
+                if r < n && (low.1 == u32::MAX || b < low.0) {
+                    low = (b, r as u32);
+                }
+            }
+            base += 32 * BOUND_ROUNDS;
+        }
+        if low.1 != u32::MAX {
+            let row = self.rows.as_ptr().wrapping_add(low.1 as usize * self.dim);
+            let mut f = 0;
+            while f < self.dim {
+                prefetch::prefetch_l2(row.wrapping_add(f));
+                f += 32; // one 128-byte line
+            }
+        }
+        for st in 0..LANES_PER_ROW {
+            let at = warp::shfl_idx_u32(low.1, (self.group * LANES_PER_ROW + st) as u32);
+            self.step(if at == u32::MAX {
+                usize::MAX
+            } else {
+                w.a + at as usize
+            });
+        }
+        let mut base = 0;
+        while base < n {
+            let mut v = bound_rounds(bounds, base, n);
+            // A shift instead of an index: the loop is not unrolled (each round inlines the
+            // whole step), and `v[j]` with a variable `j` would put `v` in local memory.
+            for _ in 0..BOUND_ROUNDS {
+                let (b, r) = (v[0], base + lane);
+                v = [v[1], v[2], v[3], v[4], v[5], v[6], v[7], f32::INFINITY];
+                // Not `b <= kth`: a NaN bound passes (its distance is computed, as the
+                // warp scan computes it).
+                let above = b.partial_cmp(&self.best.kth().0) == Some(core::cmp::Ordering::Greater);
+                let pass = r < n && r as u32 != low.1 && !above;
+                self.bounded_round(w.a + base, warp::ballot(pass));
+                base += 32;
+            }
+        }
     }
+
+    /// Offers what the lanes hold now and starts the next 8 steps' candidates.
+    #[inline(always)]
+    fn offer_held(&mut self) {
+        if self.step % LANES_PER_ROW != 0 {
+            self.best.offer(self.held);
+            self.held = EMPTY;
+            self.step = self.step.next_multiple_of(LANES_PER_ROW);
+        }
+    }
+
+    /// The vectors `first + i` for the bits `i` of `mask`, 4 per step.
+    #[inline(always)]
+    fn bounded_round(&mut self, first: usize, mut mask: u32) {
+        while mask != 0 {
+            let m1 = mask & mask.wrapping_sub(1);
+            let m2 = m1 & m1.wrapping_sub(1);
+            let m3 = m2 & m2.wrapping_sub(1);
+            let mine = match self.group {
+                0 => mask,
+                1 => m1,
+                2 => m2,
+                _ => m3,
+            };
+            let row = if mine != 0 {
+                first + mine.trailing_zeros() as usize
+            } else {
+                usize::MAX
+            };
+            self.step(row);
+            mask = m3 & m3.wrapping_sub(1);
+        }
+    }
+
+    /// The last candidates offered, and lanes `0..K` write the item's `K` nearest to its
+    /// candidates at `first`.
+    #[inline(always)]
+    fn finish(mut self, first: usize, out: &mut Candidates) {
+        self.offer_held();
+        let lane = lane_id() as usize;
+        if lane < K {
+            let (d, id) = self.best.entry();
+            out.dist[first + lane] = d;
+            out.ids[first + lane] = id;
+        }
+    }
+}
+
+/// Rounds of 32 bounds [`ItemScan::bounded_rows`] loads at once.
+const BOUND_ROUNDS: usize = 8;
+const _: () = assert!(BOUND_ROUNDS == 8, "bounded_rows shifts 8 bounds");
+
+/// This lane's bounds of the [`BOUND_ROUNDS`] rounds of 32 from `base` (of `n`), loaded at
+/// once; infinity past `n`.
+#[inline(always)]
+fn bound_rounds(bounds: &[f32], base: usize, n: usize) -> [f32; BOUND_ROUNDS] {
+    let lane = lane_id() as usize;
+    let mut v = [f32::INFINITY; BOUND_ROUNDS];
+    for (j, b) in v.iter_mut().enumerate() {
+        let r = base + 32 * j + lane;
+        if r < n {
+            *b = bounds[r];
+        }
+    }
+    v
 }
 
 // Lanes `0..K` write an item's nearest from the warp's [`WarpBest`] of 32.
@@ -161,7 +312,10 @@ fn lane_dim<const QUADS: bool>(g: usize, i: usize) -> usize {
     }
 }
 
-/// [`scan_item`], with quad loads where the rows allow them.
+/// One work item, by the whole warp: the `K` nearest of the vectors `rows` (rows `w.a..`
+/// of the index) to the item's query, written to the item's `K` candidates; with `bounds`,
+/// only the vectors whose bound can beat the `K`-th ([`ItemScan::bounded_rows`]). Quad
+/// loads where the rows allow them.
 #[inline(always)]
 fn scan_rows(
     rows: &[f32],
@@ -169,12 +323,24 @@ fn scan_rows(
     index: &Index,
     batch: &Batch,
     work: &WorkPlan,
+    bounds: Option<&[f32]>,
     out: &mut Candidates,
 ) {
+    let first = (work.pair_cand_off[w.p] as usize + w.ch) * K;
     if index.dim % 4 == 0 && quad::aligned(rows) {
-        scan_item::<true>(rows, w, index, batch, work, out)
+        let mut scan = ItemScan::<true>::new(rows, w, index, batch);
+        match bounds {
+            Some(b) => scan.bounded_rows(b),
+            None => scan.all_rows(),
+        }
+        scan.finish(first, out)
     } else {
-        scan_item::<false>(rows, w, index, batch, work, out)
+        let mut scan = ItemScan::<false>::new(rows, w, index, batch);
+        match bounds {
+            Some(b) => scan.bounded_rows(b),
+            None => scan.all_rows(),
+        }
+        scan.finish(first, out)
     }
 }
 
@@ -231,7 +397,52 @@ pub fn scan(index: Index, batch: Batch, work: WorkPlan, queue: RequestQueue, mut
                 f += 32 * 32;
             }
         }
-        scan_rows(rows, w, &index, &batch, &work, &mut out);
+        scan_rows(rows, w, &index, &batch, &work, None, &mut out);
+        it += warps;
+    }
+}
+
+/// [`scan`] for a large resident batch, after [`crate::tile_bounds`] wrote the bounds of
+/// the work items of `range` (see [`BoundItems`]):
+/// each warp takes items of the range in turn, as [`scan`] does, but computes the exact
+/// distance only to the vectors whose bound does not exceed the `K`-th kept so far (the
+/// 32 of lowest bound first). A vector it skips is farther than the item's `K`-th, so the
+/// `K` nearest are [`scan`]'s, bit for bit.
+#[kernel(launch_bounds(threads = SCAN_THREADS, blocks_per_sm = 2))]
+pub fn bounded_scan(
+    index: Index,
+    batch: Batch,
+    work: WorkPlan,
+    range: BoundItems,
+    bounds: &[f32],
+    mut out: Candidates,
+) {
+    if !usable(&index) {
+        return;
+    }
+    let dim = index.dim as usize;
+    let warps = grid_stride_x() / 32;
+    let items = (work.totals[Total::WorkItems as usize] as usize).min(work.item_pair.len());
+    let first = range.first as usize;
+    let end = (first + range.count as usize)
+        .min(items)
+        .min(range.offsets.len().saturating_sub(1));
+    let at = |it: usize| (range.offsets[it] - range.offsets[first]) as usize;
+    let mut it = first + global_index_x() / 32;
+    while it < end {
+        let w = item(&work, &index, &batch, it);
+        let rows = &index.vectors[w.a * dim..w.b * dim];
+        let b = &bounds[at(it)..at(it) + (w.b - w.a)];
+        if it + warps < end {
+            // The next item's bounds on their way while this one is scanned.
+            let next = bounds.as_ptr().wrapping_add(at(it + warps));
+            let mut f = lane_id() as usize * 32;
+            while f < at(it + warps + 1) - at(it + warps) {
+                prefetch::prefetch_l2(next.wrapping_add(f));
+                f += 32 * 32;
+            }
+        }
+        scan_rows(rows, w, &index, &batch, &work, Some(b), &mut out);
         it += warps;
     }
 }
@@ -391,6 +602,6 @@ fn scan_pulled(
         } else {
             &index.vectors[w.a * dim..w.b * dim]
         };
-        scan_rows(rows, w, index, batch, work, out);
+        scan_rows(rows, w, index, batch, work, None, out);
     }
 }

@@ -234,6 +234,13 @@ impl WarpBest {
         );
     }
 
+    /// The `K`-th best so far (`(f32::INFINITY, u32::MAX)` until `K` are kept), the same on
+    /// every lane.
+    #[inline(always)]
+    pub fn kth(&self) -> (f32, u32) {
+        self.kth
+    }
+
     /// This lane's entry: the warp's `lane_id()`-th best.
     #[inline(always)]
     pub fn entry(&self) -> (f32, u32) {

@@ -12,7 +12,7 @@ use lookahead::Gpu;
 use lookahead_bench::args::{at_least, at_most, in_range, readable_file, Validate};
 use lookahead_bench::stats::{quantile, Summary};
 use lookahead_ivf::data::{read_fvecs, Clusters, Vectors};
-use lookahead_ivf::gpu::{GpuIndex, SearchOutcome, SearchParams};
+use lookahead_ivf::gpu::{GpuIndex, ScanMethod, SearchOutcome, SearchParams};
 use lookahead_ivf::workload;
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
@@ -170,6 +170,7 @@ fn search(
         expected_passes: args.runs as f64,
         max_blocks: args.max_blocks,
         pull_copy_every: 0,
+        scan: ScanMethod::Auto,
     };
     let out = index.search(queries, params, mach)?;
     let mut consistent = true;

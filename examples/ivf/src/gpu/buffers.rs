@@ -40,11 +40,19 @@ pub(super) struct Buffers {
     pub(super) cand_i: CudaSlice<u32>,
     pub(super) out_d: CudaSlice<f32>,
     pub(super) out_i: CudaSlice<u32>,
+    /// The tiled scan's bounds, units and bound offsets (each grown by the first tiled
+    /// search that needs more).
+    pub(super) bounds: CudaSlice<f32>,
+    pub(super) units: CudaSlice<u32>,
+    pub(super) bound_off: CudaSlice<u64>,
 }
 
 /// Stream-ordered allocation of `n` elements that a kernel writes before anything reads
 /// them.
-fn scratch<T: cudarc::driver::DeviceRepr>(s: &Arc<CudaStream>, n: usize) -> Result<CudaSlice<T>> {
+pub(super) fn scratch<T: cudarc::driver::DeviceRepr>(
+    s: &Arc<CudaStream>,
+    n: usize,
+) -> Result<CudaSlice<T>> {
     // SAFETY: every element a search reads is written first by a kernel of that search
     // (outputs are poisoned before and checked after).
     unsafe { s.alloc::<T>(n.max(1)) }.during("cuMemAllocAsync")
@@ -79,6 +87,9 @@ impl Buffers {
             cand_i: scratch(s, cap.items * K)?,
             out_d: scratch(s, cap.queries * K)?,
             out_i: scratch(s, cap.queries * K)?,
+            bounds: scratch(s, 1)?,
+            units: scratch(s, 1)?,
+            bound_off: scratch(s, 1)?,
         })
     }
 }

@@ -34,6 +34,8 @@ pub struct GpuIndex {
     offsets: CudaSlice<u64>,
     ids: CudaSlice<u32>,
     centroids_q: CudaSlice<f32>,
+    /// Per stored vector (list-major): its squared norm, for the tiled scan's bounds.
+    norms: CudaSlice<f32>,
     chunk_rows: u32,
     max_list_len: usize,
     /// Blocks of the scan that are resident on the GPU at once.
@@ -67,7 +69,30 @@ pub struct SearchParams {
     pub max_blocks: u32,
     /// The pull kernel copies on every this-many-th SM (0: [`ivf_kernels::PULL_COPY_EVERY_NTH_SM`]).
     pub pull_copy_every: u32,
+    /// How the scan computes distances.
+    pub scan: ScanMethod,
 }
+
+/// How a search's scan computes distances. Both give the same neighbours, bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanMethod {
+    /// [`ScanMethod::Tiles`] where it can run and the batch's queries share lists (at
+    /// least [`TILE_PAIRS_PER_LIST`] pairs per list of the index), else the warp scan.
+    #[default]
+    Auto,
+    /// A warp per work item computes every distance ([`ivf_kernels::scan`]).
+    Warp,
+    /// Lower bounds for every (query, vector) pair from tiles of dot products
+    /// ([`ivf_kernels::tile_bounds`]), then exact distances only where a bound can still
+    /// beat a query's `K`-th ([`ivf_kernels::bounded_scan`]). Needs lists read in place
+    /// (no requests, mapping or pull), a dimension that is a multiple of 4, and sm_80.
+    Tiles,
+}
+
+/// [`ScanMethod::Auto`] tiles a batch with at least this many (query, probe) pairs per
+/// list of the index: the tiles cover [`ivf_kernels::TILE_QUERIES`] queries of a list at
+/// once, and with fewer the warp scan's one pass over the rows is as fast.
+pub const TILE_PAIRS_PER_LIST: usize = 4;
 
 /// What a search found and what it cost.
 #[derive(Debug, Clone)]
@@ -108,6 +133,8 @@ pub struct SearchOutcome {
     /// Under the GPU-driven pull: seconds from the first copy warp's start to the last
     /// one's end, by the GPU's clock (0 when nothing was copied).
     pub pull_copy_seconds: f64,
+    /// Whether the scan ran as tiles ([`ScanMethod::Tiles`]).
+    pub tiled: bool,
 }
 
 impl GpuIndex {
@@ -116,6 +143,8 @@ impl GpuIndex {
         let stream = gpu.context().new_stream().during("cuStreamCreate")?;
         let mut lists = ManagedBuffer::<f32>::zeroed(gpu, data.data.len().max(4))?;
         layout.scatter(data, &mut lists.as_mut_slice()?[..data.data.len()]);
+        let norms = squared_norms(&lists.as_mut_slice()?[..data.data.len()], layout.dim);
+        let norms = stream.clone_htod(&norms).during("cuMemcpyHtoD")?;
         let offsets = stream.clone_htod(&layout.offsets).during("cuMemcpyHtoD")?;
         let ids = stream.clone_htod(&layout.ids).during("cuMemcpyHtoD")?;
         let centroids_q = stream
@@ -146,6 +175,7 @@ impl GpuIndex {
             offsets,
             ids,
             centroids_q,
+            norms,
             chunk_rows: DEFAULT_CHUNK_ROWS,
             max_list_len,
             scan_capacity,
@@ -215,6 +245,15 @@ impl GpuIndex {
         }
         Ok(self.buffers.as_mut().expect("allocated above"))
     }
+}
+
+/// `|x|^2` of each `dim`-float vector of `vectors` (at least one entry).
+fn squared_norms(vectors: &[f32], dim: usize) -> Vec<f32> {
+    let mut norms: Vec<f32> = (vectors.chunks_exact(dim.max(1)))
+        .map(|v| v.iter().fold(0.0f32, |s, x| x.mul_add(*x, s)))
+        .collect();
+    norms.resize(norms.len().max(1), 0.0);
+    norms
 }
 
 /// Device memory an index's benchmark leaves free beside its lists.

@@ -10,9 +10,10 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
-    BatchArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs, PullPlanArgs,
-    PullWork, Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM,
-    READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+    BatchArgs, BoundItemsArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
+    PullPlanArgs, PullWork, TilePlanArgs, Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_DIM,
+    PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD,
+    SCAN_THREADS,
 };
 use lookahead::launch::{GpuMemory, KernelSliceMut, LaunchConfig};
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
@@ -20,7 +21,7 @@ use lookahead::{DriverContext, Error, Result};
 use lookahead_uvm::{Policy, PolicyBuffer, RingQueue, Staging, UvmRuntime};
 
 use super::buffers::{fill32, Buffers, Capacity};
-use super::{GpuIndex, SearchOutcome, SearchParams};
+use super::{GpuIndex, ScanMethod, SearchOutcome, SearchParams, TILE_PAIRS_PER_LIST};
 use crate::data::Vectors;
 use crate::index::IvfLayout;
 
@@ -83,6 +84,7 @@ pub(super) struct Search<'a> {
     offsets: &'a CudaSlice<u64>,
     ids: &'a CudaSlice<u32>,
     centroids_q: &'a CudaSlice<f32>,
+    norms: &'a CudaSlice<f32>,
     pub(super) b: &'a mut Buffers,
     pub(super) shape: Shape,
 }
@@ -135,7 +137,10 @@ impl GpuIndex {
         let chosen = rt.resolve(params.policy, || {
             self.expected_pattern(shape.nq, shape.nprobe, params.expected_passes)
         });
-        if reads_in_place(chosen) {
+        let tiled = self.scans_tiles(&shape, params.scan, chosen)?;
+        if tiled {
+            shape = self.shape_of(shape.nq, params, TILE_CHUNK_ROWS)?;
+        } else if reads_in_place(chosen) {
             // Few pairs scan smaller work items, as small batches do: nothing waits for a
             // list, so more items only spread the rows over more warps.
             shape = self.few_pair_items(shape, params)?;
@@ -152,9 +157,37 @@ impl GpuIndex {
         };
         let mut run = self.begin(shape);
         let timeline = Timeline::new(run.s)?;
-        let (dist, ids) = run.run(queries, &mut staging, params, &timeline, scan_blocks)?;
+        let scan = ScanLaunch {
+            blocks: scan_blocks,
+            tiled,
+        };
+        let (dist, ids) = run.run(queries, &mut staging, params, &timeline, scan)?;
         let seconds = started.elapsed().as_secs_f64();
-        run.outcome(chosen, dist, ids, seconds, &timeline)
+        let mut outcome = run.outcome(chosen, dist, ids, seconds, &timeline)?;
+        outcome.tiled = tiled;
+        Ok(outcome)
+    }
+
+    /// Whether a search of `shape` under `chosen` scans by tiles ([`ScanMethod`]), or why
+    /// it cannot when asked to.
+    fn scans_tiles(&self, shape: &Shape, method: ScanMethod, chosen: Policy) -> Result<bool> {
+        let cc = self.gpu.capabilities()?.compute_capability;
+        let dim = shape.dim;
+        let possible = reads_in_place(chosen) && dim % 4 == 0 && dim <= MAX_DIM && cc >= 80;
+        match method {
+            ScanMethod::Warp => Ok(false),
+            ScanMethod::Auto => Ok(possible && shape.pairs >= TILE_PAIRS_PER_LIST * shape.nlist),
+            ScanMethod::Tiles if possible => Ok(true),
+            ScanMethod::Tiles => Err(Error::InvalidArgument {
+                call: "GpuIndex::search",
+                reason: format!(
+                    "ScanMethod::Tiles needs lists read in place (policy {chosen:?} is not one \
+                     of faults, prefetch-all, host-selected), a dimension that is a multiple \
+                     of 4 and at most {MAX_DIM} (the index has {dim}) and sm_80 or newer (this \
+                     GPU is sm_{cc}); ScanMethod::Auto takes the warp scan where tiles cannot run"
+                ),
+            }),
+        }
     }
 
     /// The shape of a search of `queries` with `params`, checked against the index.
@@ -201,6 +234,7 @@ impl GpuIndex {
             offsets,
             ids,
             centroids_q,
+            norms,
             buffers,
             ..
         } = self;
@@ -211,10 +245,38 @@ impl GpuIndex {
             offsets,
             ids,
             centroids_q,
+            norms,
             b: buffers.as_mut().expect("allocated before the search"),
             shape,
         }
     }
+}
+
+/// Rows of a work item of the tiled scan: the bounded scan computes the exact distances of
+/// 32 vectors per item before its bounds pass, so longer items leave less of that.
+const TILE_CHUNK_ROWS: u32 = 4096;
+
+/// Most floats of bounds one launch of the tiled scan writes (512 MiB); a batch with more
+/// work items runs in several launches.
+const MAX_BOUND_FLOATS: usize = 128 << 20;
+
+/// `buf` grown to at least `n` elements (its contents are not kept).
+fn grow<T: cudarc::driver::DeviceRepr>(
+    s: &Arc<CudaStream>,
+    buf: &mut CudaSlice<T>,
+    n: usize,
+) -> Result<()> {
+    if buf.len() < n {
+        *buf = super::buffers::scratch(s, n)?;
+    }
+    Ok(())
+}
+
+/// How the scan launches: its blocks, and whether by tiles.
+#[derive(Debug, Clone, Copy)]
+struct ScanLaunch {
+    blocks: u32,
+    tiled: bool,
 }
 
 /// Whether the scan of a search under `policy` reads the lists where they are, with no
@@ -272,7 +334,7 @@ impl Search<'_> {
         staging: &mut Staging<'_>,
         params: SearchParams,
         timeline: &Timeline,
-        scan_blocks: u32,
+        scan: ScanLaunch,
     ) -> Result<(Vec<f32>, Vec<u32>)> {
         let (queue, pulling) = (staging.queue(), staging.pulls());
         self.upload(queries)?;
@@ -280,9 +342,17 @@ impl Search<'_> {
         self.coarse()?;
         self.plan(queue, pulling)?;
         self.host_work(staging)?;
+        // The tiled scan's launches are sized by the plan's totals: read before the scan's
+        // time starts.
+        let totals = match scan.tiled {
+            true => Some(self.s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?),
+            false => None,
+        };
         timeline.mark(Mark::BeforeScan, self.s)?;
-        let grid = LaunchConfig::new((scan_blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
-        if pulling {
+        let grid = LaunchConfig::new((scan.blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
+        if let Some(totals) = totals {
+            self.tile_scan(grid, &totals)?;
+        } else if pulling {
             let copy_every = match params.pull_copy_every {
                 0 => PULL_COPY_EVERY_NTH_SM,
                 n => n,
@@ -432,6 +502,138 @@ impl Search<'_> {
                 pair_cand_off: &pair_cand_off,
             },
             queue,
+            CandidatesArgs {
+                readiness: &mut UM::prefix(&mut b.readiness, sh.nlist, s)?,
+                dist: &mut UM::prefix(&mut b.cand_d, sh.items * K, s)?,
+                ids: &mut UM::prefix(&mut b.cand_i, sh.items * K, s)?,
+            },
+        )
+    }
+
+    /// The tiled scan: the work of [`ivf_kernels::tile_bounds`] from the plan's counts,
+    /// then for each piece of the work items whose bounds fit [`MAX_BOUND_FLOATS`],
+    /// `tile_bounds` and [`ivf_kernels::bounded_scan`] on `grid`.
+    fn tile_scan(&mut self, grid: LaunchConfig, totals: &[u32]) -> Result<()> {
+        let (s, sh) = (self.s, self.shape);
+        let probed = Total::ProbedLists.of(totals);
+        let counts = s.clone_dtoh(&self.b.counts).during("cuMemcpyDtoH")?;
+        let lists = s.clone_dtoh(&self.b.probed).during("cuMemcpyDtoH")?;
+        let work = (self.layout).tile_work(&lists[..probed], &counts, sh.chunk_rows);
+        let items = work.bound_off.len() - 1;
+        if items != Total::WorkItems.of(totals) {
+            return Err(Error::UnwrittenOutput {
+                kernel: "plan",
+                what: format!("{items} work items by its counts, {totals:?} in its totals"),
+            });
+        }
+        let pieces = work.pieces(MAX_BOUND_FLOATS as u64);
+        let most = (pieces.iter())
+            .map(|&(f, n)| work.bound_off[f + n] - work.bound_off[f])
+            .max();
+        let b = &mut *self.b;
+        grow(s, &mut b.units, work.units.len())?;
+        grow(s, &mut b.bound_off, work.bound_off.len())?;
+        grow(s, &mut b.bounds, most.unwrap_or(0) as usize)?;
+        s.memcpy_htod(&work.units, &mut b.units.slice_mut(..work.units.len()))
+            .during("cuMemcpyHtoD")?;
+        s.memcpy_htod(&work.bound_off, &mut b.bound_off.slice_mut(..=items))
+            .during("cuMemcpyHtoD")?;
+        let n_units = work.units.len() / ivf_kernels::UNIT_WORDS;
+        let tiles = LaunchConfig::new((n_units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
+        for (first, count) in pieces {
+            let piece = (first as u32, count as u32);
+            if n_units > 0 {
+                self.launch_tile_bounds(tiles, piece, (work.units.len(), items + 1))?;
+            }
+            self.launch_bounded_scan(grid, piece, items + 1)?;
+        }
+        Ok(())
+    }
+
+    fn launch_tile_bounds(
+        &mut self,
+        cfg: LaunchConfig,
+        (first, count): (u32, u32),
+        (words, offsets): (usize, usize),
+    ) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
+        let queries = U::prefix(&b.queries, sh.nq * sh.dim, s)?;
+        let (counts, list_item_off) = (U::new(&b.counts, s), U::new(&b.list_item_off, s));
+        let (item_pair, units, norms) = (
+            U::prefix(&b.item_pair, sh.items, s)?,
+            U::prefix(&b.units, words, s)?,
+            U::new(self.norms, s),
+        );
+        let plan = TilePlanArgs {
+            counts: &counts,
+            list_item_off: &list_item_off,
+            item_pair: &item_pair,
+            units: &units,
+            norms: &norms,
+        };
+        let bound_off = U::prefix(&b.bound_off, offsets, s)?;
+        let range = BoundItemsArgs {
+            offsets: &bound_off,
+            first,
+            count,
+        };
+        let mut bounds = UM::new(&mut b.bounds, s);
+        let nprobe = sh.nprobe as u32;
+        ivf_kernels::tile_bounds::launch(
+            s,
+            cfg,
+            views.args(),
+            &queries,
+            nprobe,
+            plan,
+            range,
+            &mut bounds,
+        )
+    }
+
+    fn launch_bounded_scan(
+        &mut self,
+        grid: LaunchConfig,
+        (first, count): (u32, u32),
+        offsets: usize,
+    ) -> Result<()> {
+        let (s, sh, b) = (self.s, self.shape, &mut *self.b);
+        let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
+        let (queries, probes) = (
+            U::prefix(&b.queries, sh.nq * sh.dim, s)?,
+            U::prefix(&b.probes, sh.pairs, s)?,
+        );
+        let (item_pair, item_chunk, totals, pair_cand_off) = (
+            U::prefix(&b.item_pair, sh.items, s)?,
+            U::prefix(&b.item_chunk, sh.items, s)?,
+            U::new(&b.totals, s),
+            U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
+        );
+        let (bounds, bound_off) = (U::new(&b.bounds, s), U::prefix(&b.bound_off, offsets, s)?);
+        let range = BoundItemsArgs {
+            offsets: &bound_off,
+            first,
+            count,
+        };
+        ivf_kernels::bounded_scan::launch(
+            s,
+            grid,
+            views.args(),
+            BatchArgs {
+                queries: &queries,
+                probes: &probes,
+                nprobe: sh.nprobe as u32,
+                hints: HINT_NONE,
+            },
+            WorkPlanArgs {
+                item_pair: &item_pair,
+                item_chunk: &item_chunk,
+                totals: &totals,
+                pair_cand_off: &pair_cand_off,
+            },
+            range,
+            &bounds,
             CandidatesArgs {
                 readiness: &mut UM::prefix(&mut b.readiness, sh.nlist, s)?,
                 dist: &mut UM::prefix(&mut b.cand_d, sh.items * K, s)?,
@@ -591,6 +793,7 @@ impl Search<'_> {
             ids,
             policy: chosen,
             seconds,
+            tiled: false,
         })
     }
 }

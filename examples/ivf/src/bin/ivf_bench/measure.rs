@@ -8,7 +8,7 @@ use lookahead::{Error, Gpu, PrefetchOptions};
 use lookahead_bench::progress::{progress_bar, ProgressBar};
 use lookahead_bench::stats::{gb_per_s, median, Summary};
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{vectors_that_fit, GpuIndex, SearchOutcome, SearchParams};
+use lookahead_ivf::gpu::{vectors_that_fit, GpuIndex, ScanMethod, SearchOutcome, SearchParams};
 use lookahead_ivf::workload::{self, Batches};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 
@@ -172,6 +172,7 @@ fn params(args: &Args, policy: Policy) -> SearchParams {
         expected_passes: 2.0,
         max_blocks: 0,
         pull_copy_every: args.pull_copy_every,
+        scan: ScanMethod::Auto,
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use lookahead::Gpu;
 use lookahead_ivf::data::{Clusters, Vectors};
-use lookahead_ivf::gpu::{BatchSearch, GpuIndex, SearchParams, Submit};
+use lookahead_ivf::gpu::{BatchSearch, GpuIndex, ScanMethod, SearchParams, Submit};
 use lookahead_ivf::workload;
 use lookahead_uvm::{Policy, UvmRuntime};
 
@@ -75,6 +75,7 @@ fn params(args: &Args, policy: Policy) -> SearchParams {
         expected_passes: 2.0,
         max_blocks: 0,
         pull_copy_every: 0,
+        scan: ScanMethod::Auto,
     }
 }
 

@@ -4,7 +4,7 @@
 use lookahead::Gpu;
 use lookahead_bench::stats::median;
 use lookahead_ivf::data::Vectors;
-use lookahead_ivf::gpu::{time_read, GpuIndex, SearchOutcome, SearchParams};
+use lookahead_ivf::gpu::{time_read, GpuIndex, ScanMethod, SearchOutcome, SearchParams};
 use lookahead_ivf::workload::{self, Batches};
 use lookahead_uvm::{MachineProfile, Policy, ServiceConfig, UvmRuntime};
 use rand::{rngs::StdRng, SeedableRng};
@@ -14,6 +14,8 @@ use crate::{Args, Res};
 /// One batch: its searches' medians and the read of as many bytes.
 pub struct Row {
     pub batch: String,
+    /// The scan: `warp` or `tiles`.
+    pub scan: &'static str,
     pub queries: usize,
     /// Bytes the pairs read (each pair its list's vectors).
     pub bytes: u64,
@@ -23,7 +25,7 @@ pub struct Row {
     /// The scan kernel, and the search from the coarse step to the merge.
     pub scan_s: f64,
     pub gpu_s: f64,
-    /// Whether every search found the first search's neighbours.
+    /// Whether every search found the warp scan's neighbours (bit for bit).
     pub same: bool,
 }
 
@@ -63,41 +65,65 @@ pub fn run(gpu: &Gpu, args: &Args) -> Res<Vec<Row>> {
     }
     let mut rows = Vec::new();
     for (name, queries) in batches {
-        let row = measure_batch(gpu, &mut index, &mach, args, name, &queries)?;
+        let batch = Batch {
+            name: &name,
+            queries: &queries,
+        };
+        let (row, want) = measure_batch(gpu, &mut index, &mach, args, batch, None)?;
+        println!("{}", crate::report::summary(&row));
+        rows.push(row);
+        let (row, _) = measure_batch(gpu, &mut index, &mach, args, batch, Some(&want))?;
         println!("{}", crate::report::summary(&row));
         rows.push(row);
     }
     Ok(rows)
 }
 
-/// One batch: a warm-up and `reps` searches, then `reps` reads of as many bytes.
+/// A batch of queries and its name in the table.
+#[derive(Clone, Copy)]
+struct Batch<'a> {
+    name: &'a str,
+    queries: &'a Vectors,
+}
+
+/// One batch by the warp scan (`want` none) or by tiles (compared with `want`, the warp
+/// scan's answer): a warm-up and `reps` searches, then `reps` reads of as many bytes.
+/// Returns the row and the warm-up's outcome.
 fn measure_batch(
     gpu: &Gpu,
     index: &mut GpuIndex,
     mach: &UvmRuntime,
     args: &Args,
-    batch: String,
-    queries: &Vectors,
-) -> Res<Row> {
+    batch: Batch<'_>,
+    want: Option<&SearchOutcome>,
+) -> Res<(Row, SearchOutcome)> {
     let params = SearchParams {
         nprobe: args.nprobe,
         policy: Policy::Faults,
         expected_passes: 2.0,
         max_blocks: 0,
         pull_copy_every: 0,
+        scan: match want {
+            None => ScanMethod::Warp,
+            Some(_) => ScanMethod::Tiles,
+        },
     };
+    let queries = batch.queries;
     let first = index.search(queries, params, mach)?;
-    let (mut same, mut scan, mut whole) = (true, Vec::new(), Vec::new());
+    let want = want.unwrap_or(&first);
+    let mut same = first.ids == want.ids && first.dist == want.dist;
+    let (mut scan, mut whole) = (Vec::new(), Vec::new());
     for _ in 0..args.reps {
         let out = index.search(queries, params, mach)?;
-        same &= out.ids == first.ids && out.dist == first.dist;
+        same &= out.ids == want.ids && out.dist == want.dist;
         scan.push(out.scan_seconds);
         whole.push(out.gpu_seconds);
     }
     let (bytes, distances) = scanned(index, &first, args.dim);
     let read_s = median(&time_read(gpu, bytes as usize, args.reps)?).unwrap_or(f64::NAN);
-    Ok(Row {
-        batch,
+    let row = Row {
+        batch: batch.name.to_string(),
+        scan: if first.tiled { "tiles" } else { "warp" },
         queries: queries.len(),
         bytes,
         distances,
@@ -105,7 +131,8 @@ fn measure_batch(
         scan_s: median(&scan).unwrap_or(f64::NAN),
         gpu_s: median(&whole).unwrap_or(f64::NAN),
         same,
-    })
+    };
+    Ok((row, first))
 }
 
 /// The bytes a search's pairs read and the distances they computed.
