@@ -23,7 +23,7 @@ use lookahead_uvm::{Policy, PolicyBuffer, RingQueue, Staging, UvmRuntime};
 use super::buffers::{fill32, Buffers, Capacity};
 use super::{GpuIndex, ScanMethod, SearchOutcome, SearchParams, TILE_PAIRS_PER_LIST};
 use crate::data::Vectors;
-use crate::index::IvfLayout;
+use crate::index::{IvfLayout, TileWork};
 
 /// Bits written into every output word before a search; any left afterwards is a result
 /// the kernels failed to write.
@@ -342,16 +342,16 @@ impl Search<'_> {
         self.coarse()?;
         self.plan(queue, pulling)?;
         self.host_work(staging)?;
-        // The tiled scan's launches are sized by the plan's totals: read before the scan's
-        // time starts.
-        let totals = match scan.tiled {
-            true => Some(self.s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?),
+        // The tiled scan's work is listed on the host from the plan's counts, before the
+        // scan's time starts (the search's time has it).
+        let tiles = match scan.tiled {
+            true => Some(self.tile_work()?),
             false => None,
         };
         timeline.mark(Mark::BeforeScan, self.s)?;
         let grid = LaunchConfig::new((scan.blocks.max(1), 1, 1), (SCAN_THREADS, 1, 1));
-        if let Some(totals) = totals {
-            self.tile_scan(grid, &totals)?;
+        if let Some(work) = tiles {
+            self.tile_scan(grid, &work)?;
         } else if pulling {
             let copy_every = match params.pull_copy_every {
                 0 => PULL_COPY_EVERY_NTH_SM,
@@ -510,24 +510,23 @@ impl Search<'_> {
         )
     }
 
-    /// The tiled scan: the work of [`ivf_kernels::tile_bounds`] from the plan's counts,
-    /// then for each piece of the work items whose bounds fit [`MAX_BOUND_FLOATS`],
-    /// `tile_bounds` and [`ivf_kernels::bounded_scan`] on `grid`.
-    fn tile_scan(&mut self, grid: LaunchConfig, totals: &[u32]) -> Result<()> {
+    /// The work of [`ivf_kernels::tile_bounds`] from the plan's counts, its units and bound
+    /// offsets uploaded, and the buffers grown for it.
+    fn tile_work(&mut self) -> Result<TileWork> {
         let (s, sh) = (self.s, self.shape);
-        let probed = Total::ProbedLists.of(totals);
+        let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
+        let probed = Total::ProbedLists.of(&totals);
         let counts = s.clone_dtoh(&self.b.counts).during("cuMemcpyDtoH")?;
         let lists = s.clone_dtoh(&self.b.probed).during("cuMemcpyDtoH")?;
         let work = (self.layout).tile_work(&lists[..probed], &counts, sh.chunk_rows);
         let items = work.bound_off.len() - 1;
-        if items != Total::WorkItems.of(totals) {
+        if items != Total::WorkItems.of(&totals) {
             return Err(Error::UnwrittenOutput {
                 kernel: "plan",
                 what: format!("{items} work items by its counts, {totals:?} in its totals"),
             });
         }
-        let pieces = work.pieces(MAX_BOUND_FLOATS as u64);
-        let most = (pieces.iter())
+        let most = (work.pieces(MAX_BOUND_FLOATS as u64).iter())
             .map(|&(f, n)| work.bound_off[f + n] - work.bound_off[f])
             .max();
         let b = &mut *self.b;
@@ -538,9 +537,17 @@ impl Search<'_> {
             .during("cuMemcpyHtoD")?;
         s.memcpy_htod(&work.bound_off, &mut b.bound_off.slice_mut(..=items))
             .during("cuMemcpyHtoD")?;
+        Ok(work)
+    }
+
+    /// The tiled scan of `work` ([`Search::tile_work`]): for each piece of the work items
+    /// whose bounds fit [`MAX_BOUND_FLOATS`], [`ivf_kernels::tile_bounds`] then
+    /// [`ivf_kernels::bounded_scan`] on `grid`.
+    fn tile_scan(&mut self, grid: LaunchConfig, work: &TileWork) -> Result<()> {
+        let items = work.bound_off.len() - 1;
         let n_units = work.units.len() / ivf_kernels::UNIT_WORDS;
         let tiles = LaunchConfig::new((n_units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
-        for (first, count) in pieces {
+        for (first, count) in work.pieces(MAX_BOUND_FLOATS as u64) {
             let piece = (first as u32, count as u32);
             if n_units > 0 {
                 self.launch_tile_bounds(tiles, piece, (work.units.len(), items + 1))?;
