@@ -145,6 +145,9 @@ fn unit_of(index: &Index, plan: &TilePlan, range: &BoundItems) -> Option<Unit> {
     }
     let rows = (index.chunk_rows as usize).max(1);
     let end = index.offsets[l + 1] as usize;
+    if end * (index.dim as usize) > index.vectors.len() {
+        return None; // the copies read vectors `..end` without a bounds check
+    }
     let start = index.offsets[l] as usize + ch * rows;
     let a = start + off;
     let count = plan.counts[l] as usize;
