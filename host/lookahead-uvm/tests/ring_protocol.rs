@@ -82,6 +82,12 @@ struct Served {
     drained: Vec<Request>,
 }
 
+/// How long a producer of the many-producers tests waits for a free slot before its request
+/// falls back. The host drains the 16 slots continuously, so no request should fall back;
+/// half a second was too short on a loaded two-core machine (3,999 of 4,000 queued), where
+/// a producer thread can wait that long for a core: a fall-back after 10 s is a stall.
+const DRAINED_WAIT: Duration = Duration::from_secs(10);
+
 /// 8 producers (host threads running the kernels' code) each request 500 ranges on `q`,
 /// waiting for each before the next, as a kernel does; a consumer thread drains `ring` (when
 /// there is one), records each request in order and marks its flag arrived.
@@ -171,7 +177,7 @@ fn check_served(served: &Served, generation: u32) -> Result<(), String> {
 #[test]
 fn many_producers_lose_nothing_and_order_each_slot() {
     let ring = RequestRing::in_host_memory(16, PRODUCERS * PER_PRODUCER);
-    let q = ring.queue(Duration::from_millis(500));
+    let q = ring.queue(DRAINED_WAIT);
     let served = many_producers(Some(&ring), &q);
     check_served(&served, q.generation()).unwrap();
     let values = settle(&ring, 0..PRODUCERS * PER_PRODUCER, q.generation());
@@ -191,7 +197,7 @@ fn the_ring_check_fails_a_ring_that_falls_back_reorders_or_repeats() {
     assert!(e.starts_with("0 of 4000 requests queued"), "{e}");
 
     let ring = RequestRing::in_host_memory(16, PRODUCERS * PER_PRODUCER);
-    let q = ring.queue(Duration::from_millis(500));
+    let q = ring.queue(DRAINED_WAIT);
     let served = many_producers(Some(&ring), &q);
     check_served(&served, q.generation()).unwrap();
     let mut swapped = Served {
