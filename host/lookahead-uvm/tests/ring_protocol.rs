@@ -83,9 +83,9 @@ struct Served {
 }
 
 /// How long a producer of the many-producers tests waits for a free slot before its request
-/// falls back. The host drains the 16 slots continuously, so no request should fall back;
-/// half a second was too short on a loaded two-core machine (3,999 of 4,000 queued), where
-/// a producer thread can wait that long for a core: a fall-back after 10 s is a stall.
+/// falls back. The host drains the 16 slots continuously, so no request should fall back,
+/// but on a loaded two-core machine a producer thread can wait half a second for a core (one
+/// of 4,000 requests fell back with that bound): a fall-back after 10 s is a stall.
 const DRAINED_WAIT: Duration = Duration::from_secs(10);
 
 /// 8 producers (host threads running the kernels' code) each request 500 ranges on `q`,
