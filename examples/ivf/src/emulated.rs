@@ -298,10 +298,8 @@ impl Inputs<'_> {
     /// The tiled scan in launches of at most `most` bounds (at least one work item each),
     /// each bound checked against the distance it bounds before the bounded scan reads it.
     fn tile_scan(&self, p: &Plan, c: &mut Cands, most: usize) -> Result<()> {
-        let (layout, dim) = (self.layout, self.layout.dim);
-        let norms: Vec<f32> = (self.lists.chunks_exact(dim.max(1)))
-            .map(|v| v.iter().fold(0.0f32, |s, x| x.mul_add(*x, s)))
-            .collect();
+        let layout = self.layout;
+        let norms = crate::index::squared_norms(self.lists, layout.dim);
         let probed = &p.probed[..Total::ProbedLists.of(&p.totals)];
         let tw = layout.tile_work(probed, &p.counts, self.params.chunk_rows);
         assert_eq!(tw.bound_off.len() - 1, Total::WorkItems.of(&p.totals));

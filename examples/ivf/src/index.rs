@@ -138,6 +138,16 @@ pub fn interleave_quads(rows: &[f32], cols: usize) -> Vec<f32> {
     out
 }
 
+/// `|x|^2` of each `dim`-float vector of `vectors` (at least one entry), as
+/// [`ivf_kernels::tile_bounds`] takes them.
+pub fn squared_norms(vectors: &[f32], dim: usize) -> Vec<f32> {
+    let mut norms: Vec<f32> = (vectors.chunks_exact(dim.max(1)))
+        .map(|v| v.iter().fold(0.0f32, |s, x| x.mul_add(*x, s)))
+        .collect();
+    norms.resize(norms.len().max(1), 0.0);
+    norms
+}
+
 /// What [`IvfLayout::tile_work`] lists for a tiled scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TileWork {

@@ -266,6 +266,17 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
         }
     }
 
+    /// Every vector of the item, or with `bounds` those that can beat the `K`-th, then
+    /// [`ItemScan::finish`].
+    #[inline(always)]
+    fn run(mut self, bounds: Option<&[f32]>, first: usize, out: &mut Candidates) {
+        match bounds {
+            Some(b) => self.bounded_rows(b),
+            None => self.all_rows(),
+        }
+        self.finish(first, out)
+    }
+
     /// The last candidates offered, and lanes `0..K` write the item's `K` nearest to its
     /// candidates at `first`.
     #[inline(always)]
@@ -328,19 +339,9 @@ fn scan_rows(
 ) {
     let first = (work.pair_cand_off[w.p] as usize + w.ch) * K;
     if index.dim % 4 == 0 && quad::aligned(rows) {
-        let mut scan = ItemScan::<true>::new(rows, w, index, batch);
-        match bounds {
-            Some(b) => scan.bounded_rows(b),
-            None => scan.all_rows(),
-        }
-        scan.finish(first, out)
+        ItemScan::<true>::new(rows, w, index, batch).run(bounds, first, out)
     } else {
-        let mut scan = ItemScan::<false>::new(rows, w, index, batch);
-        match bounds {
-            Some(b) => scan.bounded_rows(b),
-            None => scan.all_rows(),
-        }
-        scan.finish(first, out)
+        ItemScan::<false>::new(rows, w, index, batch).run(bounds, first, out)
     }
 }
 

@@ -156,8 +156,7 @@ fn unit_of(index: &Index, plan: &TilePlan, range: &BoundItems) -> Option<Unit> {
     if hi_of(range) > range.offsets.len().saturating_sub(1) {
         return None; // offsets too short for the range: malformed
     }
-    let hi =
-        (item0 + (g0 + TILE_QUERIES).min(count)).min(range.first as usize + range.count as usize);
+    let hi = (item0 + (g0 + TILE_QUERIES).min(count)).min(hi_of(range));
     if a >= end || off >= rows || lo >= hi {
         return None;
     }

@@ -2,6 +2,8 @@
 //! [`Policy`] chosen per search: the lists are a [`PolicyBuffer`] whose ranges are the
 //! lists, and `lookahead-uvm` carries the policy out.
 
+#[macro_use]
+mod views;
 mod batch;
 mod buffers;
 mod search;
@@ -143,7 +145,8 @@ impl GpuIndex {
         let stream = gpu.context().new_stream().during("cuStreamCreate")?;
         let mut lists = ManagedBuffer::<f32>::zeroed(gpu, data.data.len().max(4))?;
         layout.scatter(data, &mut lists.as_mut_slice()?[..data.data.len()]);
-        let norms = squared_norms(&lists.as_mut_slice()?[..data.data.len()], layout.dim);
+        let norms =
+            crate::index::squared_norms(&lists.as_mut_slice()?[..data.data.len()], layout.dim);
         let norms = stream.clone_htod(&norms).during("cuMemcpyHtoD")?;
         let offsets = stream.clone_htod(&layout.offsets).during("cuMemcpyHtoD")?;
         let ids = stream.clone_htod(&layout.ids).during("cuMemcpyHtoD")?;
@@ -245,15 +248,6 @@ impl GpuIndex {
         }
         Ok(self.buffers.as_mut().expect("allocated above"))
     }
-}
-
-/// `|x|^2` of each `dim`-float vector of `vectors` (at least one entry).
-fn squared_norms(vectors: &[f32], dim: usize) -> Vec<f32> {
-    let mut norms: Vec<f32> = (vectors.chunks_exact(dim.max(1)))
-        .map(|v| v.iter().fold(0.0f32, |s, x| x.mul_add(*x, s)))
-        .collect();
-    norms.resize(norms.len().max(1), 0.0);
-    norms
 }
 
 /// Device memory an index's benchmark leaves free beside its lists.

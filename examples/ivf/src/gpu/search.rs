@@ -10,10 +10,9 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
-    BatchArgs, BoundItemsArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
-    PullPlanArgs, PullWork, TilePlanArgs, Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_DIM,
-    PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD,
-    SCAN_THREADS,
+    BoundItemsArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
+    PullPlanArgs, PullWork, TilePlanArgs, Total, HINT_L2, HINT_NONE, K, MAX_DIM, PLAN_THREADS,
+    PULL_COPY_EVERY_NTH_SM, READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
 };
 use lookahead::launch::{GpuMemory, KernelSliceMut, LaunchConfig};
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
@@ -475,32 +474,13 @@ impl Search<'_> {
     ) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
-        let (queries, probes) = (
-            U::prefix(&b.queries, sh.nq * sh.dim, s)?,
-            U::prefix(&b.probes, sh.pairs, s)?,
-        );
-        let (item_pair, item_chunk, totals, pair_cand_off) = (
-            U::prefix(&b.item_pair, sh.items, s)?,
-            U::prefix(&b.item_chunk, sh.items, s)?,
-            U::new(&b.totals, s),
-            U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
-        );
+        let (batch, plan) = scan_views!(b, sh, s);
         ivf_kernels::scan::launch(
             s,
             grid,
             views.args(),
-            BatchArgs {
-                queries: &queries,
-                probes: &probes,
-                nprobe: sh.nprobe as u32,
-                hints,
-            },
-            WorkPlanArgs {
-                item_pair: &item_pair,
-                item_chunk: &item_chunk,
-                totals: &totals,
-                pair_cand_off: &pair_cand_off,
-            },
+            batch.args(sh, hints),
+            plan.args(),
             queue,
             CandidatesArgs {
                 readiness: &mut UM::prefix(&mut b.readiness, sh.nlist, s)?,
@@ -511,8 +491,9 @@ impl Search<'_> {
     }
 
     /// The work of [`ivf_kernels::tile_bounds`] from the plan's counts, its units and bound
-    /// offsets uploaded, and the buffers grown for it.
-    fn tile_work(&mut self) -> Result<TileWork> {
+    /// offsets uploaded, the buffers grown for it, and its pieces: the work items in
+    /// launches whose bounds fit [`MAX_BOUND_FLOATS`].
+    fn tile_work(&mut self) -> Result<(TileWork, Vec<(usize, usize)>)> {
         let (s, sh) = (self.s, self.shape);
         let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
         let probed = Total::ProbedLists.of(&totals);
@@ -526,7 +507,8 @@ impl Search<'_> {
                 what: format!("{items} work items by its counts, {totals:?} in its totals"),
             });
         }
-        let most = (work.pieces(MAX_BOUND_FLOATS as u64).iter())
+        let pieces = work.pieces(MAX_BOUND_FLOATS as u64);
+        let most = (pieces.iter())
             .map(|&(f, n)| work.bound_off[f + n] - work.bound_off[f])
             .max();
         let b = &mut *self.b;
@@ -537,17 +519,20 @@ impl Search<'_> {
             .during("cuMemcpyHtoD")?;
         s.memcpy_htod(&work.bound_off, &mut b.bound_off.slice_mut(..=items))
             .during("cuMemcpyHtoD")?;
-        Ok(work)
+        Ok((work, pieces))
     }
 
-    /// The tiled scan of `work` ([`Search::tile_work`]): for each piece of the work items
-    /// whose bounds fit [`MAX_BOUND_FLOATS`], [`ivf_kernels::tile_bounds`] then
-    /// [`ivf_kernels::bounded_scan`] on `grid`.
-    fn tile_scan(&mut self, grid: LaunchConfig, work: &TileWork) -> Result<()> {
+    /// The tiled scan of `work` ([`Search::tile_work`]): for each of its `pieces`,
+    /// [`ivf_kernels::tile_bounds`] then [`ivf_kernels::bounded_scan`] on `grid`.
+    fn tile_scan(
+        &mut self,
+        grid: LaunchConfig,
+        (work, pieces): &(TileWork, Vec<(usize, usize)>),
+    ) -> Result<()> {
         let items = work.bound_off.len() - 1;
         let n_units = work.units.len() / ivf_kernels::UNIT_WORDS;
         let tiles = LaunchConfig::new((n_units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
-        for (first, count) in work.pieces(MAX_BOUND_FLOATS as u64) {
+        for &(first, count) in pieces {
             let piece = (first as u32, count as u32);
             if n_units > 0 {
                 self.launch_tile_bounds(tiles, piece, (work.units.len(), items + 1))?;
@@ -607,16 +592,7 @@ impl Search<'_> {
     ) -> Result<()> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
-        let (queries, probes) = (
-            U::prefix(&b.queries, sh.nq * sh.dim, s)?,
-            U::prefix(&b.probes, sh.pairs, s)?,
-        );
-        let (item_pair, item_chunk, totals, pair_cand_off) = (
-            U::prefix(&b.item_pair, sh.items, s)?,
-            U::prefix(&b.item_chunk, sh.items, s)?,
-            U::new(&b.totals, s),
-            U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
-        );
+        let (batch, plan) = scan_views!(b, sh, s);
         let (bounds, bound_off) = (U::new(&b.bounds, s), U::prefix(&b.bound_off, offsets, s)?);
         let range = BoundItemsArgs {
             offsets: &bound_off,
@@ -627,18 +603,8 @@ impl Search<'_> {
             s,
             grid,
             views.args(),
-            BatchArgs {
-                queries: &queries,
-                probes: &probes,
-                nprobe: sh.nprobe as u32,
-                hints: HINT_NONE,
-            },
-            WorkPlanArgs {
-                item_pair: &item_pair,
-                item_chunk: &item_chunk,
-                totals: &totals,
-                pair_cand_off: &pair_cand_off,
-            },
+            batch.args(sh, HINT_NONE),
+            plan.args(),
             range,
             &bounds,
             CandidatesArgs {
@@ -674,33 +640,14 @@ impl Search<'_> {
         let (s, sh, b) = (self.s, self.shape, &mut *self.b);
         let mut lists = self.lists.pull_views()?;
         let views = IndexViews::new(lists.data, self.offsets, self.ids, s, sh);
-        let (queries, probes) = (
-            U::prefix(&b.queries, sh.nq * sh.dim, s)?,
-            U::prefix(&b.probes, sh.pairs, s)?,
-        );
-        let (item_pair, item_chunk, totals, pair_cand_off) = (
-            U::prefix(&b.item_pair, sh.items, s)?,
-            U::prefix(&b.item_chunk, sh.items, s)?,
-            U::new(&b.totals, s),
-            U::prefix(&b.pair_cand_off, sh.pairs + 1, s)?,
-        );
+        let (batch, plan) = scan_views!(b, sh, s);
         let (wanted, copy_first) = (U::new(&b.wanted, s), U::new(&b.copy_first, s));
         ivf_kernels::pull_scan::launch(
             s,
             grid,
             views.args(),
-            BatchArgs {
-                queries: &queries,
-                probes: &probes,
-                nprobe: sh.nprobe as u32,
-                hints: HINT_NONE,
-            },
-            WorkPlanArgs {
-                item_pair: &item_pair,
-                item_chunk: &item_chunk,
-                totals: &totals,
-                pair_cand_off: &pair_cand_off,
-            },
+            batch.args(sh, HINT_NONE),
+            plan.args(),
             PullArgs {
                 cache: &mut lists.cache,
                 copied: &mut lists.counters,

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 use ivf_kernels::{
-    BatchArgs, CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs, Total, WorkPlanArgs,
-    HINT_NONE, K, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS,
+    CandidatesArgs, IndexArgs, PlanOutArgs, PullArgs, PullPlanArgs, Total, HINT_NONE, K,
+    PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, SCAN_THREADS,
 };
 use lookahead::launch::LaunchConfig;
 use lookahead::untracked::{Untracked as U, UntrackedMut as UM};
@@ -80,60 +80,6 @@ pub struct ShardStats {
     pub items: usize,
     /// The pull's copy, first copy warp's start to last one's end by the GPU clock.
     pub copy_seconds: f64,
-}
-
-/// The batch's and the plan's arrays, as the scans read them.
-struct ScanInputs<'b> {
-    queries: U<'b, f32>,
-    probes: U<'b, u32>,
-}
-
-struct PlanViews<'b> {
-    item_pair: U<'b, u32>,
-    item_chunk: U<'b, u32>,
-    totals: U<'b, u32>,
-    pair_cand_off: U<'b, u32>,
-}
-
-impl ScanInputs<'_> {
-    fn args(&self, sh: Shape) -> BatchArgs<'_> {
-        BatchArgs {
-            queries: &self.queries,
-            probes: &self.probes,
-            nprobe: sh.nprobe as u32,
-            hints: HINT_NONE,
-        }
-    }
-}
-
-impl PlanViews<'_> {
-    fn args(&self) -> WorkPlanArgs<'_> {
-        WorkPlanArgs {
-            item_pair: &self.item_pair,
-            item_chunk: &self.item_chunk,
-            totals: &self.totals,
-            pair_cand_off: &self.pair_cand_off,
-        }
-    }
-}
-
-/// The batch's and the plan's arrays of buffers `$b` for shape `$sh`, as the scans read them
-/// (a macro: each array is borrowed as a field, beside the scan's writable outputs).
-macro_rules! scan_views {
-    ($b:expr, $sh:expr, $s:expr) => {
-        (
-            ScanInputs {
-                queries: U::prefix(&$b.queries, $sh.nq * $sh.dim, $s)?,
-                probes: U::prefix(&$b.probes, $sh.pairs, $s)?,
-            },
-            PlanViews {
-                item_pair: U::prefix(&$b.item_pair, $sh.items, $s)?,
-                item_chunk: U::prefix(&$b.item_chunk, $sh.items, $s)?,
-                totals: U::new(&$b.totals, $s),
-                pair_cand_off: U::prefix(&$b.pair_cand_off, $sh.pairs + 1, $s)?,
-            },
-        )
-    };
 }
 
 /// Device memory a pull cache leaves free for the search's buffers and other work.
@@ -410,7 +356,7 @@ impl<'a> ShardIndex<'a> {
             &s,
             grid,
             index,
-            batch.args(sh),
+            batch.args(sh, HINT_NONE),
             plan.args(),
             PullArgs {
                 cache: &mut UM::new(cache, &s),
@@ -439,7 +385,7 @@ impl<'a> ShardIndex<'a> {
             &s,
             grid,
             index,
-            batch.args(sh),
+            batch.args(sh, HINT_NONE),
             plan.args(),
             RingQueue::disabled(),
             CandidatesArgs {
