@@ -88,8 +88,9 @@ fn a_portable_bulk_pipeline_is_bulk_on_sm_90_and_cp_async_below() {
 fn a_load_store_pipeline_stages_through_registers_on_every_architecture() {
     for cc in [70, 80, 90] {
         let b = body(cc, "attr_sum_load_store");
-        // The stage's address is generic (`st.b32`): the copy code is the kinds' common one.
-        for insn in ["ld.global", "st.b32", "bar.sync"] {
+        // Loads from global memory, stores into the shared stage (LLVM knows the stage's
+        // state space), a barrier: the copy code is the kinds' common one.
+        for insn in ["ld.global", "st.shared.b32", "bar.sync"] {
             assert!(
                 !lines_inside_loops(b, insn).is_empty(),
                 "sm_{cc}: {insn} not in the loop:\n{b}"

@@ -21,7 +21,11 @@
 //! intrinsic that needs a thread (an index, a barrier) outside an emulated launch panics
 //! with a message saying so.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(asm_experimental_arch, stdarch_nvptx, link_llvm_intrinsics),
+    allow(internal_features)
+)]
 #![warn(missing_docs)]
 
 // The derives name this crate as `::lookahead_device`, also inside it.

@@ -130,6 +130,18 @@ libdevice!(f64: __nv_asinh(x: f64), __nv_acosh(x: f64), __nv_atanh(x: f64),
     __nv_log1p(x: f64), __nv_pow(x: f64, y: f64), __nv_powi(x: f64, n: i32),
     __nv_cbrt(x: f64), __nv_hypot(x: f64, y: f64), __nv_round(x: f64));
 
+// `fma.rn` as LLVM's own intrinsic rather than inline assembly: LLVM then knows it is an
+// arithmetic operation and keeps a GEMM's unrolled FMAs in the order they were written (with
+// `asm!` it regrouped them by accumulator, so every operand of a tile was live at once and
+// `ptxas` spilled).
+#[cfg(target_arch = "nvptx64")]
+unsafe extern "C" {
+    #[link_name = "llvm.fma.f32"]
+    safe fn llvm_fma_f32(x: f32, a: f32, b: f32) -> f32;
+    #[link_name = "llvm.fma.f64"]
+    safe fn llvm_fma_f64(x: f64, a: f64, b: f64) -> f64;
+}
+
 /// A method that is a libdevice call on the GPU and the standard library's on the host.
 macro_rules! via_libdevice {
     ($t:ty, $m:ident, $nv:ident $(, $a:ident: $at:ty)*) => {
@@ -163,8 +175,8 @@ macro_rules! via_instruction {
 }
 
 macro_rules! gpu_float {
-    ($t:ty, $reg:ident, $sfx:literal, [$($m:ident $nv:ident),*], $atan2:ident, $powf:ident,
-     $powi:ident, $hypot:ident, $copysign:ident) => {
+    ($t:ty, $reg:ident, $sfx:literal, $fma:ident, [$($m:ident $nv:ident),*], $atan2:ident,
+     $powf:ident, $powi:ident, $hypot:ident, $copysign:ident) => {
         #[deny(unconditional_recursion)]
         impl GpuFloat for $t {
             $(via_libdevice!($t, $m, $nv);)*
@@ -173,14 +185,10 @@ macro_rules! gpu_float {
             via_libdevice!($t, powi, $powi, n: i32);
             via_libdevice!($t, hypot, $hypot, other: $t);
             via_instruction!($t, sqrt, concat!("sqrt.rn.", $sfx, " {o}, {x};"), $reg);
-            via_instruction!(
-                $t,
-                mul_add,
-                concat!("fma.rn.", $sfx, " {o}, {x}, {a}, {b};"),
-                $reg,
-                a,
-                b
-            );
+            #[inline(always)]
+            fn mul_add(self, a: $t, b: $t) -> $t {
+                gpu_or_host!($fma(self, a, b), <$t>::mul_add(self, a, b))
+            }
             via_instruction!($t, floor, concat!("cvt.rmi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);
             via_instruction!($t, ceil, concat!("cvt.rpi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);
             via_instruction!($t, trunc, concat!("cvt.rzi.", $sfx, ".", $sfx, " {o}, {x};"), $reg);
@@ -215,13 +223,13 @@ macro_rules! gpu_float {
     };
 }
 
-gpu_float!(f32, reg32, "f32", [sin __nv_sinf, cos __nv_cosf, tan __nv_tanf, asin __nv_asinf,
+gpu_float!(f32, reg32, "f32", llvm_fma_f32, [sin __nv_sinf, cos __nv_cosf, tan __nv_tanf, asin __nv_asinf,
     acos __nv_acosf, atan __nv_atanf, sinh __nv_sinhf, cosh __nv_coshf, tanh __nv_tanhf,
     exp __nv_expf, exp2 __nv_exp2f, exp_m1 __nv_expm1f, ln __nv_logf, log2 __nv_log2f,
     log10 __nv_log10f, ln_1p __nv_log1pf, cbrt __nv_cbrtf, round __nv_roundf,
     asinh __nv_asinhf, acosh __nv_acoshf, atanh __nv_atanhf],
     __nv_atan2f, __nv_powf, __nv_powif, __nv_hypotf, __nv_copysignf);
-gpu_float!(f64, reg64, "f64", [sin __nv_sin, cos __nv_cos, tan __nv_tan, asin __nv_asin,
+gpu_float!(f64, reg64, "f64", llvm_fma_f64, [sin __nv_sin, cos __nv_cos, tan __nv_tan, asin __nv_asin,
     acos __nv_acos, atan __nv_atan, sinh __nv_sinh, cosh __nv_cosh, tanh __nv_tanh,
     exp __nv_exp, exp2 __nv_exp2, exp_m1 __nv_expm1, ln __nv_log, log2 __nv_log2,
     log10 __nv_log10, ln_1p __nv_log1p, cbrt __nv_cbrt, round __nv_round,

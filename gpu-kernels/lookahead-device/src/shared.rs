@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Each `shared_array!` call site is one array, shared by all threads of a block (calling
-//! it in a loop returns the same array each time). It needs the kernel crate to enable
-//! `asm_experimental_arch` on the GPU target (see the guide).
+//! it in a loop returns the same array each time). On the GPU it is a static that the
+//! builder moves into `.shared` at link time, so LLVM knows its accesses are to shared
+//! memory and emits `ld.shared`/`st.shared` (`LDS`/`STS`) rather than generic accesses.
 
 /// A handle to a block-wide array of `N` elements of `T` in shared memory. Copy it freely;
 /// every copy names the same memory. Accesses are bounds-checked (an out-of-range index
@@ -125,33 +126,29 @@ fn check_index(i: usize, len: usize) {
     );
 }
 
-/// Converts the `.shared` symbol's address to a generic pointer (used by `shared_array!`);
-/// on the host, the emulated block's array for this call site.
+/// The storage of a `shared_array!` on the GPU: uninitialised (shared memory has no initial
+/// value) and 16-byte aligned, so vector and asynchronous copies may target any array.
+#[doc(hidden)]
+#[repr(C, align(16))]
+pub struct SharedStorage<T, const N: usize>(core::mem::MaybeUninit<[T; N]>);
+
+impl<T, const N: usize> SharedStorage<T, N> {
+    /// The only value: nothing written.
+    pub const UNINIT: Self = SharedStorage(core::mem::MaybeUninit::uninit());
+}
+
+/// The emulated block's array for this `shared_array!` call site (used by `shared_array!`
+/// on the host).
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __shared_generic_ptr {
-    ($sym:literal, $site:expr, $ty:ty, $len:expr) => {{
-        #[cfg(target_arch = "nvptx64")]
-        let p: u64 = {
-            let p: u64;
-            // SAFETY: converts a shared-window address to a generic one; no memory access.
-            unsafe {
-                ::core::arch::asm!(
-                    concat!("cvta.shared.u64 {p}, ", $sym, ";"),
-                    p = out(reg64) p,
-                    options(nostack, nomem, pure)
-                )
-            };
-            p
-        };
-        #[cfg(not(target_arch = "nvptx64"))]
-        let p: u64 = $crate::__emu::hooks::shared_array(
+macro_rules! __shared_host_ptr {
+    ($sym:literal, $site:expr, $ty:ty, $len:expr) => {
+        $crate::__emu::hooks::shared_array(
             $sym,
             $site,
             ::core::mem::size_of::<[$ty; $len]>(),
             ::core::mem::align_of::<$ty>(),
             ::core::mem::size_of::<$ty>(),
-        ) as u64;
-        p
-    }};
+        ) as u64
+    };
 }

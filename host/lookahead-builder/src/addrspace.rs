@@ -7,7 +7,8 @@
 //! optimiser runs: its definition gets address space 3 (`.shared`, no initial value, since
 //! shared memory has none) or 4 (`.const`, keeping its value), and every use becomes an
 //! `addrspacecast` of it to a generic pointer, which the backend turns into `cvta.shared` /
-//! `cvta.const` or, once the optimiser sees through it, `ld.shared` / `st.shared`.
+//! `cvta.const` or, once the optimiser sees through it, `ld.shared` / `st.shared`. The same
+//! pass gives the module 32-bit shared, constant and local pointers ([`rewrite`]'s layout).
 
 /// Exported names of statics that go to shared memory (`.shared`).
 pub const SHARED_PREFIX: &str = "__lookahead_addrspace_shared__";
@@ -42,6 +43,10 @@ pub fn rewrite(ir: &str) -> Result<String, String> {
     let mut moved: Vec<(String, u32)> = Vec::new();
     let mut lines: Vec<String> = Vec::new();
     for line in ir.lines() {
+        if let Some(layout) = line.strip_prefix("target datalayout = ") {
+            lines.push(format!("target datalayout = {}", short_pointers(layout)));
+            continue;
+        }
         match marked_name(line) {
             Some(name) => {
                 let space = space_of(name).expect("marked");
@@ -62,6 +67,24 @@ pub fn rewrite(ir: &str) -> Result<String, String> {
     let mut out = lines.join("\n");
     out.push('\n');
     Ok(out)
+}
+
+/// Pointers into shared (3), constant (4) and local (5) memory are 32 bits wide, as NVRTC
+/// and `clang -fcuda-short-ptr` make them (the windows are smaller than 4 GiB): a shared
+/// address then takes one register, not two, and its arithmetic is 32-bit. The builder's
+/// `llc` runs with `--nvptx-short-ptr` to match.
+fn short_pointers(layout: &str) -> String {
+    let quoted = layout.trim().trim_matches('"');
+    let mut specs: Vec<&str> = quoted
+        .split('-')
+        .filter(|s| !["p3:", "p4:", "p5:"].iter().any(|p| s.starts_with(p)))
+        .collect();
+    let at = specs
+        .iter()
+        .position(|s| *s != "e" && *s != "E")
+        .unwrap_or(specs.len());
+    specs.splice(at..at, ["p3:32:32", "p4:32:32", "p5:32:32"]);
+    format!("\"{}\"", specs.join("-"))
 }
 
 /// The new definition (or declaration) of global `name` in address space `space`.
@@ -207,6 +230,19 @@ define void @k(i64 %i) {
             out.contains("@other = global i32 0, align 4"),
             "unmarked globals stay: {out}"
         );
+    }
+
+    #[test]
+    fn shared_constant_and_local_pointers_become_32_bits() {
+        let ir = "target datalayout = \"e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64\"\n";
+        assert_eq!(
+            rewrite(ir).unwrap(),
+            "target datalayout = \"e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-i64:64-i128:128-\
+             v16:16-v32:32-n16:32:64\"\n"
+        );
+        // Already short: unchanged.
+        let short = rewrite(ir).unwrap();
+        assert_eq!(rewrite(&short).unwrap(), short);
     }
 
     #[test]

@@ -215,6 +215,8 @@ fn link(req: &LinkRequest, settings: &LinkSettings, output: &Path) -> Result<(),
     // 5. Code generation; the PTX ISA version comes from rustc's target features
     //    (the builder passes -C target-feature=+ptxNN).
     let mut llc = Command::new(tool("llc"));
+    // 32-bit shared, constant and local addresses, as the address-space pass's layout says.
+    llc.arg("--nvptx-short-ptr");
     llc.arg(format!(
         "--mcpu={}",
         req.target_cpu.as_deref().unwrap_or_default()

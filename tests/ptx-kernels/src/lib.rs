@@ -5,10 +5,7 @@
 //! sm_80 and sm_90; in the host build their launchers point at an empty PTX table ([`PTX`]),
 //! so the tests launch them through a module loaded from `lookahead-tests`' PTX.
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_gpu_kernel, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 // The CPU references are host code: a kernel crate is `no_std` on every target, so its
 // host-only parts name what they take from the standard library.

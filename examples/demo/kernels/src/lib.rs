@@ -14,8 +14,7 @@
 //! | `copy_prefetch_bulk(x, y)` | `y = x` by tiles, bulk-prefetching the next tile (sm_90; per-line L2 below) |
 #![no_std]
 // The nightly feature a kernel crate names (on the GPU target only, where the builder's
-// toolchain accepts it): the kernel ABI. A crate that uses `shared_array!` also names
-// `asm_experimental_arch` (its inline PTX); this one has no shared arrays.
+// toolchain accepts it): the kernel ABI.
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 mod kernels;

@@ -20,10 +20,7 @@
 //!
 //! The lists live in managed memory; everything else in device memory.
 #![no_std]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_gpu_kernel, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 mod block;
 mod coarse_step;

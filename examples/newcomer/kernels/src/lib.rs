@@ -10,10 +10,7 @@
 #![no_std]
 // The one crate-level line a kernel crate needs: the GPU target's kernel ABI and inline
 // PTX (used by `shared_array!`). Only the GPU build sees it; the host build is stable Rust.
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_gpu_kernel, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 // The PTX the build script compiled, for the launchers (`PTX: &[(u32, &str)]`).
 #[cfg(not(target_arch = "nvptx64"))]

@@ -3,7 +3,7 @@
 //! `#[prefetch_next(into = shared(..), of(name = target))]`.
 
 use super::kind::CopyKind;
-use super::stage::Copier;
+use super::stage::{checked_row, Copier};
 use crate::param::DeviceCopy;
 
 /// Data a pipeline stage can be filled from: copied packed into the stage by a block.
@@ -35,7 +35,9 @@ impl<T: DeviceCopy + Copy> StageSource for [T] {
     }
     #[inline(always)]
     fn copy_to<const LEN: usize, K: CopyKind>(&self, c: &mut Copier<'_, T, LEN, K>, at: usize) {
-        c.slice(at, self);
+        let aligned = aligned16(self.as_ptr(), 0);
+        // SAFETY: the one row is the slice.
+        unsafe { c.rows_at(at, self.len(), 1, |_| self.as_ptr(), aligned) }
     }
 }
 
@@ -128,8 +130,13 @@ impl<T: DeviceCopy + Copy> StageSource for Rows<'_, T> {
     }
     #[inline(always)]
     fn copy_to<const LEN: usize, K: CopyKind>(&self, c: &mut Copier<'_, T, LEN, K>, at: usize) {
-        let (first, pitch) = (self.first, self.pitch);
-        c.rows(at, self.row_len, self.rows, self.src, |r| first + r * pitch);
+        let (first, pitch, src, row_len) = (self.first, self.pitch, self.src, self.row_len);
+        // Row `r` starts `first + r * pitch` elements in: aligned when the first row is and
+        // the pitch keeps it so.
+        let aligned = aligned16(src.as_ptr(), first) && (pitch * size_of::<T>()) % 16 == 0;
+        let row = |r: usize| checked_row(src, first + r * pitch, row_len);
+        // SAFETY: `checked_row` keeps each row inside `src`; aligned as computed above.
+        unsafe { c.rows_at(at, row_len, self.rows, row, aligned) }
     }
 }
 
@@ -141,11 +148,28 @@ impl<T: DeviceCopy + Copy> StageSource for GatherRows<'_, T> {
     }
     #[inline(always)]
     fn copy_to<const LEN: usize, K: CopyKind>(&self, c: &mut Copier<'_, T, LEN, K>, at: usize) {
-        let (idx, row_len) = (self.idx, self.row_len);
-        c.rows(at, row_len, idx.len(), self.src, |r| {
-            idx[r] as usize * row_len
-        });
+        let (idx, row_len, src) = (self.idx, self.row_len, self.src);
+        // One compare per row: an index below the table's rows is a row inside it.
+        let table_rows = src.len().checked_div(row_len).unwrap_or(0);
+        let aligned = aligned16(src.as_ptr(), 0) && (row_len * size_of::<T>()) % 16 == 0;
+        let row = |r: usize| -> *const T {
+            let i = idx[r] as usize;
+            assert!(
+                i < table_rows,
+                "gather_rows: a row index is outside the table"
+            );
+            // SAFETY: row `i` of the table lies in `src` (checked just above).
+            unsafe { src.as_ptr().add(i * row_len) }
+        };
+        // SAFETY: each row lies in `src` (`row` checks it); aligned as computed above.
+        unsafe { c.rows_at(at, row_len, idx.len(), row, aligned) }
     }
+}
+
+/// Whether element `first` of the slice at `base` starts on 16 bytes.
+#[inline(always)]
+fn aligned16<T>(base: *const T, first: usize) -> bool {
+    (base as usize + first * size_of::<T>()) % 16 == 0
 }
 
 /// How many values `start..end` (`..=` when `inclusive`) stepped by `step` takes: the

@@ -127,10 +127,13 @@ impl<T: DeviceCopy + Copy, const LEN: usize, const STAGES: usize, K: CopyKind>
         );
         let slot = c as usize % STAGES;
         let parity = (c / STAGES as u32) & 1;
+        // At most `STAGES` stages are in flight (`issue`), so the stages still allowed to
+        // be pending number below `STAGES`: said with `min`, LLVM keeps only those cases of
+        // `wait_group_dyn` (a compare or two, not an indirect branch over eight).
         K::wait(
             MBarrier::in_shared(self.barriers, slot),
             parity,
-            issued - c - 1,
+            (issued - c - 1).min(STAGES as u32 - 1),
         );
         sync_threads();
         self.consumed = c + 1;
@@ -231,6 +234,28 @@ impl<T: DeviceCopy + Copy, const LEN: usize, K: CopyKind> Copier<'_, T, LEN, K> 
         src: &[T],
         start: impl Fn(usize) -> usize,
     ) {
+        let row = |r: usize| checked_row(src, start(r), row_len);
+        // SAFETY: `checked_row` keeps each row inside `src`; alignment is checked piece by
+        // piece.
+        unsafe { self.rows_at(at, row_len, rows, row, false) }
+    }
+
+    /// As [`Copier::rows`], row `r` read from `row(r)`; `aligned` says every row starts on
+    /// 16 bytes (the sources know it from their base and stride, so the `cp.async` pieces
+    /// need no alignment check, nor the fallback that would sit beside each copy).
+    ///
+    /// # Safety
+    /// Each `row(r)` for `r < rows` must be valid for reads of `row_len` elements until the
+    /// stage's wait, and 16-byte aligned when `aligned`.
+    #[inline(always)]
+    pub(crate) unsafe fn rows_at(
+        &mut self,
+        at: usize,
+        row_len: usize,
+        rows: usize,
+        row: impl Fn(usize) -> *const T,
+        aligned: bool,
+    ) {
         assert!(
             rows == 0 || (at <= LEN && row_len <= (LEN - at) / rows),
             "Copier::rows: the rows do not fit in the stage"
@@ -238,25 +263,29 @@ impl<T: DeviceCopy + Copy, const LEN: usize, K: CopyKind> Copier<'_, T, LEN, K> 
         let row_bytes = row_len * size_of::<T>();
         // SAFETY: `at <= LEN`.
         let dst = unsafe { self.stage.add(at) } as usize;
-        let row = |r: usize| -> *const T {
-            let s = start(r);
-            assert!(
-                s <= src.len() && row_len <= src.len() - s,
-                "Copier::rows: a row is outside the source slice"
-            );
-            // SAFETY: checked just above.
-            unsafe { src.as_ptr().add(s) }
-        };
         let copy = super::kind::RowCopy {
             dst,
             row_bytes,
             rows,
+            aligned,
             rank: self.rank,
             threads: self.threads,
             barrier: self.barrier,
         };
-        // SAFETY: the rows lie in `src` (checked by `row`) and in the stage (checked
-        // above), whose buffer no thread reads before this stage's wait.
+        // SAFETY: the rows are readable (the caller) and lie in the stage (checked above),
+        // whose buffer no thread reads before this stage's wait.
         self.bytes += unsafe { K::copy_rows(copy, row) };
     }
+}
+
+/// The address of `src[s..s + len]`, which must lie in `src` (else a panic: a trap on the
+/// GPU).
+#[inline(always)]
+pub(crate) fn checked_row<T>(src: &[T], s: usize, len: usize) -> *const T {
+    assert!(
+        s <= src.len() && len <= src.len() - s,
+        "Copier::rows: a row is outside the source slice"
+    );
+    // SAFETY: checked just above.
+    unsafe { src.as_ptr().add(s) }
 }

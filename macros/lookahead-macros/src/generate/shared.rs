@@ -1,5 +1,5 @@
-//! `shared_array!`: a module-level `.shared` declaration with a unique name, and the handle
-//! to it.
+//! `shared_array!`: a static with a unique name that the builder moves into `.shared`, and
+//! the handle to it.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -22,9 +22,10 @@ pub fn shared_array(input: &SharedArray) -> TokenStream {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let sym = format!("__lookahead_shared_{krate}_{n}");
-    let modname = quote::format_ident!("__lookahead_shared_decl_{n}");
-    let decl = format!(".shared .align {{align}} .b8 {sym}[{{size}}];");
+    // The builder moves statics exported under this prefix into the `.shared` state space
+    // at link time (`lookahead_builder::addrspace`), and their uses into `addrspacecast`s
+    // LLVM sees through: accesses become `ld/st.shared` (`LDS`/`STS`), not generic ones.
+    let sym = format!("__lookahead_addrspace_shared__{krate}_{n}");
     let too_big = format!(
         "shared_array!: a block's static shared memory is at most {MAX_STATIC_SHARED} bytes \
          (48 KiB), and this array is larger; use a smaller tile or fewer elements"
@@ -47,36 +48,21 @@ pub fn shared_array(input: &SharedArray) -> TokenStream {
     quote! {{
         #check
         #copy_check
-        // `global_asm!` is an item: give it a module, so it is not in statement position.
         #[cfg(target_arch = "nvptx64")]
-        #[allow(non_snake_case)]
-        mod #modname {
-            #[allow(unused_imports)]
-            use super::*;
-            ::core::arch::global_asm!(
-                #decl,
-                align = const if ::core::mem::align_of::<#ty>() > 16 {
-                    ::core::mem::align_of::<#ty>()
-                } else {
-                    16
-                },
-                size = const if ::core::mem::size_of::<[#ty; #len]>() == 0 {
-                    1
-                } else {
-                    ::core::mem::size_of::<[#ty; #len]>()
-                },
-            );
-        }
-        // SAFETY: the symbol is a `.shared` array of `N` elements of `T`, aligned for `T`.
-        unsafe {
-            #d::SharedArray::<#ty, { #len }>::from_generic_ptr(
-                #d::__shared_generic_ptr!(
-                    #sym,
-                    ::core::concat!(::core::file!(), ":", ::core::line!(), ":", ::core::column!()),
-                    #ty,
-                    { #len }
-                ) as *mut #ty,
-            )
-        }
+        let ptr = {
+            #[unsafe(export_name = #sym)]
+            static mut SHARED_ARRAY: #d::shared::SharedStorage<#ty, { #len }> =
+                #d::shared::SharedStorage::UNINIT;
+            (&raw mut SHARED_ARRAY) as *mut #ty
+        };
+        #[cfg(not(target_arch = "nvptx64"))]
+        let ptr = #d::__shared_host_ptr!(
+            #sym,
+            ::core::concat!(::core::file!(), ":", ::core::line!(), ":", ::core::column!()),
+            #ty,
+            { #len }
+        ) as *mut #ty;
+        // SAFETY: `ptr` is a block-wide array of `N` elements of `T`, aligned for `T`.
+        unsafe { #d::SharedArray::<#ty, { #len }>::from_generic_ptr(ptr) }
     }}
 }
