@@ -96,10 +96,7 @@ pub fn settle_typed(
     which: Typed,
     fresh: bool,
 ) -> Res<(TuneStatus, usize)> {
-    let entry = match which {
-        Typed::Auto => format!("{}_m_auto", b.kernel()),
-        Typed::Tuned => format!("{}_m_tuned", b.kernel()),
-    };
+    let entry = b.typed_name(which);
     if fresh {
         AutoTuner::global().forget(&entry);
     }

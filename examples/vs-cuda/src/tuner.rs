@@ -269,7 +269,7 @@ pub fn table(rows: &[TunerRow]) -> String {
 }
 
 /// Every candidate's exhaustive timing, one line each.
-fn csv(header: &RunHeader, rows: &[TunerRow]) -> Res<String> {
+pub fn csv(header: &RunHeader, rows: &[TunerRow]) -> Res<String> {
     let mut t = Table::new([
         "kernel",
         "variant",
@@ -306,22 +306,9 @@ fn csv(header: &RunHeader, rows: &[TunerRow]) -> Res<String> {
     Ok(t.to_csv()?)
 }
 
-/// Writes `prefetch_tuner.md` and `prefetch_tuner.csv` into `out`.
-pub fn write_outputs(out: &OutDir, header: &RunHeader, reps: usize, rows: &[TunerRow]) -> Res<()> {
-    let mut md = String::from(
-        "# `level = auto, distance = auto`: the tuner against exhaustive measurement\n\n",
-    );
-    md += "Written by `prefetch_tuner` (`examples/vs-cuda`); every candidate's time: \
-           [prefetch_tuner.csv](prefetch_tuner.csv).\n\n";
-    md += &header.markdown();
-    md += &format!(
-        "- exhaustive: median of {reps} event-timed launches per candidate after one warm-up, \
-         candidates taking turns, L2 flushed (a memset of twice its size) before each; the tuner \
-         flushes the same way\n- target: the tuned choice within {:.0}% of the best candidate and \
-         of plain\n\n",
-        TARGET * 100.0
-    );
-    md += &table(rows);
+/// The table, then every candidate's exhaustive median and the checks (Markdown).
+pub fn details(rows: &[TunerRow]) -> String {
+    let mut md = table(rows);
     md += "\nCandidates (exhaustive median ms; `*` the tuner's choice, `+` the best):\n\n";
     for r in rows {
         let best = r.best().variant;
@@ -355,6 +342,25 @@ pub fn write_outputs(out: &OutDir, header: &RunHeader, reps: usize, rows: &[Tune
             format!("FAILED: {}", failed.join("; "))
         }
     );
+    md
+}
+
+/// Writes `prefetch_tuner.md` and `prefetch_tuner.csv` into `out`.
+pub fn write_outputs(out: &OutDir, header: &RunHeader, reps: usize, rows: &[TunerRow]) -> Res<()> {
+    let mut md = String::from(
+        "# `level = auto, distance = auto`: the tuner against exhaustive measurement\n\n",
+    );
+    md += "Written by `prefetch_tuner` (`examples/vs-cuda`); every candidate's time: \
+           [prefetch_tuner.csv](prefetch_tuner.csv).\n\n";
+    md += &header.markdown();
+    md += &format!(
+        "- exhaustive: median of {reps} event-timed launches per candidate after one warm-up, \
+         candidates taking turns, L2 flushed (a memset of twice its size) before each; the tuner \
+         flushes the same way\n- target: the tuned choice within {:.0}% of the best candidate and \
+         of plain\n\n",
+        TARGET * 100.0
+    );
+    md += &details(rows);
     out.write("prefetch_tuner.md", md)?;
     out.write("prefetch_tuner.csv", csv(header, rows)?)?;
     Ok(())

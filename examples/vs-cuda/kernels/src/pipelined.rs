@@ -143,7 +143,7 @@ fn reduce_finish(acc: [f32; 4], out: &mut [f32]) {
 }
 
 macro_rules! reduce_entry {
-    ($name:ident, $copy:ident, $s:literal) => {
+    ($name:ident, $copy:tt, $s:tt) => {
         /// The pipelined reduction (module docs).
         #[kernel(min_len(out = 1))]
         pub fn $name(x: &[f32], out: &mut [f32]) {
@@ -211,7 +211,7 @@ fn stencil_tile(
 }
 
 macro_rules! stencil_entry {
-    ($name:ident, $copy:ident, $s:literal) => {
+    ($name:ident, $copy:tt, $s:tt) => {
         /// The pipelined stencil (module docs).
         #[kernel]
         pub fn $name(src: &[f32], dst: &mut [f32], shape: StencilShape) {
@@ -290,7 +290,7 @@ fn gemm_store(
 }
 
 macro_rules! gemm_entry {
-    ($name:ident, $copy:ident, $s:literal) => {
+    ($name:ident, $copy:tt, $s:tt) => {
         /// The pipelined GEMM (module docs).
         #[kernel(launch_bounds(threads = 256, blocks_per_sm = 2))]
         pub fn $name(at: &[F4], b: &[F4], c: &mut [F4], dims: GemmDims) {
@@ -337,7 +337,7 @@ fn gather_sum(rows: &[f32], out: &mut [f32], g0: usize, t: usize) {
 }
 
 macro_rules! gather_entry {
-    ($name:ident, $copy:ident, $s:literal) => {
+    ($name:ident, $copy:tt, $s:tt) => {
         /// The pipelined row gather (module docs).
         #[kernel]
         pub fn $name(src: &[f32], idx: &[u32], out: &mut [f32]) {
@@ -393,3 +393,25 @@ mod bulk_entries {
 }
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub use bulk_entries::*;
+
+/// The kernels tuned by measurement (`stages = auto, copy = auto`: 2, 3 or 4 stages by
+/// `cp.async` or `cp.async.bulk` where the GPU has it, and the plain entry staging through
+/// registers), each with its own entries (`<name>__cp_async_s3`, ...), compared by
+/// `vs_cuda_pipelines` with every candidate measured exhaustively.
+pub const TUNED: &[&str] = &[
+    "pipe_reduce_tuned",
+    "pipe_stencil_tuned",
+    "pipe_gemm_tuned",
+    "pipe_gather_tuned",
+];
+
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
+mod tuned_entries {
+    use super::*;
+    reduce_entry!(pipe_reduce_tuned, auto, auto);
+    stencil_entry!(pipe_stencil_tuned, auto, auto);
+    gemm_entry!(pipe_gemm_tuned, auto, auto);
+    gather_entry!(pipe_gather_tuned, auto, auto);
+}
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_80"))]
+pub use tuned_entries::*;

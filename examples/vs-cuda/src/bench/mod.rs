@@ -48,6 +48,13 @@ pub trait Bench {
         let _ = (stream, variant);
         Err(format!("{} has no {which:?} kernel", self.kernel()).into())
     }
+    /// The name the tuner keys `which`'s decisions by: its kernel's.
+    fn typed_name(&self, which: Typed) -> String {
+        match which {
+            Typed::Auto => format!("{}_m_auto", self.kernel()),
+            Typed::Tuned => format!("{}_m_tuned", self.kernel()),
+        }
+    }
     /// The candidate `<kernel>_m_auto`'s or `<kernel>_m_tuned`'s launcher settled on, if it
     /// has, and its candidates.
     fn typed_choice(

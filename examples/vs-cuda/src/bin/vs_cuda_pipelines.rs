@@ -4,9 +4,11 @@
 //! from sm_90) at 2, 3 and 4 stages, each entry checked against a CPU reference in both
 //! languages on poisoned outputs, then timed with CUDA events (the two alternating launch by
 //! launch). The streaming kernels are compared with the run's own device-to-device copy
-//! rate, the GEMM with the FP32 peak.
+//! rate, the GEMM with the FP32 peak. Then each kernel written with `stages = auto, copy =
+//! auto` tunes itself, and its choice is compared with every candidate measured exhaustively.
 //!
-//! Writes `vs_cuda_pipelines.md` and `vs_cuda_pipelines.csv` into `--out`.
+//! Writes `vs_cuda_pipelines.md`, `vs_cuda_pipelines.csv` and `vs_cuda_pipelines_tuned.csv`
+//! into `--out`.
 //!
 //! `cargo run --release -p vs-cuda --bin vs_cuda_pipelines -- --out results`
 
@@ -79,7 +81,7 @@ fn run(args: &Args) -> Res<bool> {
         m.copy_gbps, m.peak_gflops
     );
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut rows = Vec::new();
+    let (mut rows, mut tuned) = (Vec::new(), Vec::new());
     for (name, make) in PIPE_BENCHES {
         if !session::selected(&args.only, name) {
             continue;
@@ -99,15 +101,27 @@ fn run(args: &Args) -> Res<bool> {
             s.gpu.context(),
             cc,
         )?);
+        tuned.push(pipelines::run_tuned(
+            &mut s.env,
+            b.as_mut(),
+            &s.compiled.langs[0],
+            reps,
+            s.gpu.context(),
+        )?);
     }
-    pipelines::write_outputs(&s.out, &m, &rows)?;
+    pipelines::write_outputs(&s.out, &m, &rows, &tuned)?;
     println!(
         "wrote {}/vs_cuda_pipelines.{{md,csv}}; {} of {} entries pass their checks in both languages",
         s.out.path().display(),
         rows.iter().filter(|r| r.ok).count(),
         rows.len()
     );
-    Ok(rows.iter().all(|r| r.ok))
+    println!(
+        "stages = auto: the tuned choice within 2% of the best candidate on {} of {} kernels",
+        tuned.iter().filter(|r| r.meets_target()).count(),
+        tuned.len()
+    );
+    Ok(rows.iter().all(|r| r.ok) && tuned.iter().all(|r| r.checks_ok()))
 }
 
 #[cfg(test)]

@@ -62,6 +62,11 @@ impl Bench for PipeGather {
     fn kernel(&self) -> &'static str {
         "pipe_gather"
     }
+    super::tuned_methods!(
+        self,
+        pipe_gather_tuned,
+        (&self.src, &self.idx, &mut self.out)
+    );
     fn cfg(&self) -> LaunchConfig {
         self.cfg
     }
@@ -126,5 +131,37 @@ mod tests {
         let mut shifted = idx.clone();
         shifted[3] = (shifted[3] + 1) % rows as u32;
         assert!(!exact_check(&reference(&src, &shifted), &want).0);
+    }
+
+    #[test]
+    fn a_row_index_outside_the_table_is_refused_before_any_copy() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let rows = 40;
+        let src = small_ints(&mut rng, rows * GATHER_DIM, 100);
+        let mut idx = random_bags(&mut rng, rows, 4);
+        idx[9] = rows as u32; // one past the last row
+        let mut out = vec![f32::NAN; 4 * GATHER_DIM];
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            vs_cuda_kernels::pipe_gather_cp_async_s2::launch(
+                &Emulator::new(),
+                blocks(1),
+                &src,
+                &idx,
+                &mut out,
+            )
+        }));
+        let msg = match r {
+            Err(p) => p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default(),
+            Ok(res) => format!("{res:?}"),
+        };
+        assert!(
+            msg.contains("gather_rows: a row index is outside the table"),
+            "{msg}"
+        );
+        assert!(msg.contains("pipe_gather_cp_async_s2"), "{msg}");
     }
 }

@@ -120,6 +120,11 @@ impl Bench for PipeGemm {
     fn kernel(&self) -> &'static str {
         "pipe_gemm"
     }
+    super::tuned_methods!(
+        self,
+        pipe_gemm_tuned,
+        (&self.at, &self.b, &mut self.c, self.dims)
+    );
     fn cfg(&self) -> LaunchConfig {
         self.cfg
     }

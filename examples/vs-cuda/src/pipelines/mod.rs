@@ -17,10 +17,11 @@ use lookahead::timing::repeat_on_stream;
 use rand::rngs::StdRng;
 use vs_cuda_kernels::BLOCK_SIZE;
 
-use crate::bench::{Bench, Env};
+use crate::bench::{Bench, Env, Typed};
 use crate::lang::Lang;
 use crate::report::Timing;
 use crate::run::{check_pair, time_pair, Reps};
+use crate::tuner::TunerRow;
 use crate::Res;
 
 pub use report::{write_outputs, PipeMeta, PipeRow};
@@ -35,6 +36,88 @@ pub trait PipeBench: Bench {
     fn flops(&self) -> f64 {
         0.0
     }
+}
+
+/// `Bench::typed_name`, `launch_typed` and `typed_choice` of a pipelined benchmark: its
+/// kernel tuned by measurement (`$tuned`, `stages = auto, copy = auto`), launched with
+/// `($arg, ..)` after the stream and launch configuration. The benchmark's `self` is passed
+/// in so the arguments can name its fields.
+macro_rules! tuned_methods {
+    ($self:ident, $tuned:ident, ($($arg:expr),*)) => {
+        fn typed_name(&$self, _: crate::bench::Typed) -> String {
+            vs_cuda_kernels::$tuned::NAME.to_string()
+        }
+        fn launch_typed(
+            &mut $self,
+            stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+            which: crate::bench::Typed,
+            v: Option<lookahead::launch::autotune::Variant>,
+        ) -> crate::Res<()> {
+            use vs_cuda_kernels::$tuned as k;
+            crate::pipelines::tuned_only(which)?;
+            let cfg = $self.cfg;
+            match v {
+                None => k::launch(stream, cfg, $($arg),*)?,
+                Some(v) => k::launch_variant(v, stream, cfg, $($arg),*)?,
+            }
+            Ok(())
+        }
+        fn typed_choice(
+            &$self,
+            stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+            _: crate::bench::Typed,
+        ) -> (
+            Option<lookahead::launch::autotune::Variant>,
+            &'static [lookahead::launch::autotune::Variant],
+        ) {
+            use vs_cuda_kernels::$tuned as k;
+            (k::auto_choice(stream), k::CANDIDATES)
+        }
+    };
+}
+pub(crate) use tuned_methods;
+
+/// The pipelined kernels have one typed kernel each, the tuned one.
+pub(crate) fn tuned_only(which: Typed) -> Res<()> {
+    match which {
+        Typed::Tuned => Ok(()),
+        Typed::Auto => Err("the pipelined kernels have no `level = auto` kernel".into()),
+    }
+}
+
+/// The tuned kernel of `b` (`stages = auto, copy = auto`): every candidate measured
+/// exhaustively, then its launcher tuning itself from scratch, all at one launch shape: the
+/// blocks every candidate keeps resident (the grid-stride kernels) or the problem's grid.
+pub fn run_tuned(
+    env: &mut Env,
+    b: &mut dyn PipeBench,
+    rust: &Lang,
+    reps: Reps,
+    ctx: &Arc<CudaContext>,
+) -> Res<TunerRow> {
+    let name = b.typed_name(Typed::Tuned);
+    let (_, candidates) = b.typed_choice(&env.stream, Typed::Tuned);
+    let mut fit = u32::MAX;
+    for v in candidates {
+        let entry = if v.is_plain() {
+            name.clone()
+        } else {
+            format!("{name}__{}", v.name())
+        };
+        fit = fit.min(resident(&rust.function(&entry)?, env.sms)?);
+    }
+    b.set_grid(fit);
+    let row = crate::tuner::measure_typed(env, b, reps.timed, ctx, true)?;
+    println!(
+        "  {name}: tuned to {} after {} launches ({:.1} ms); best measured {} ({:.4} ms), chosen {:.4} ms",
+        row.chosen.name(),
+        row.launches,
+        row.settled_ms,
+        row.best().variant.name(),
+        row.best().ms.median,
+        row.chosen_ms()
+    );
+    Ok(row)
 }
 
 /// Makes one benchmark's inputs on the device: `(env, rng, scale)`.

@@ -35,6 +35,7 @@ impl Bench for PipeReduce {
     fn kernel(&self) -> &'static str {
         "pipe_reduce"
     }
+    super::tuned_methods!(self, pipe_reduce_tuned, (&self.x, &mut self.out));
     fn cfg(&self) -> LaunchConfig {
         self.cfg
     }

@@ -6,6 +6,7 @@ use lookahead_bench::stats::{gb_per_s, median_range};
 use lookahead_bench::table::Table;
 
 use crate::report::{Meta, Timing};
+use crate::tuner::TunerRow;
 use crate::Res;
 
 /// One entry measured in both languages.
@@ -162,9 +163,31 @@ fn csv(m: &PipeMeta, rows: &[PipeRow]) -> Res<String> {
     Ok(csv.to_csv()?)
 }
 
-/// Writes `vs_cuda_pipelines.md` (header, yardsticks, table, checks) and
-/// `vs_cuda_pipelines.csv` (every number).
-pub fn write_outputs(out: &OutDir, m: &PipeMeta, rows: &[PipeRow]) -> Res<()> {
+/// The `stages = auto, copy = auto` kernels: each tuner's choice against its candidates
+/// measured exhaustively (Rust only: the tuner is the typed launcher's).
+fn tuned_section(tuned: &[TunerRow], reps: usize) -> String {
+    let mut md = String::from(
+        "\n## `stages = auto, copy = auto`: the tuner against exhaustive measurement\n\n",
+    );
+    md += &format!(
+        "`<kernel>_tuned` is each kernel written once with `stages = auto, copy = auto`: an entry per \
+         (copy, stages) candidate (`cp_async` or `bulk_portable`, 2 to 4 stages) and the plain one, \
+         which stages through registers (`load_store`). All at one launch shape (the problem's grid, \
+         or for the grid-stride kernels the blocks every candidate keeps resident). Exhaustive: \
+         median of {reps} event-timed launches per candidate after one warm-up, candidates taking \
+         turns, the L2 flushed before each, as the tuner flushes. The tuner starts from no \
+         decision; its launches, and the time from the first to its choice, are the tuning cost. \
+         Target: the choice within {:.0}% of the best candidate. Every number: \
+         [vs_cuda_pipelines_tuned.csv](vs_cuda_pipelines_tuned.csv).\n\n",
+        crate::tuner::TARGET * 100.0
+    );
+    md += &crate::tuner::details(tuned);
+    md
+}
+
+/// Writes `vs_cuda_pipelines.md` (header, yardsticks, table, checks, the tuned kernels),
+/// `vs_cuda_pipelines.csv` (every number) and `vs_cuda_pipelines_tuned.csv`.
+pub fn write_outputs(out: &OutDir, m: &PipeMeta, rows: &[PipeRow], tuned: &[TunerRow]) -> Res<()> {
     let mut md = String::from("# Pipelined kernels, Rust versus CUDA C++: results\n\n");
     md += "Written by `vs_cuda_pipelines` (`examples/vs-cuda`); explained in [docs/guide.md](../docs/guide.md) (asynchronous copies) and [docs/rust-vs-cuda.md](../docs/rust-vs-cuda.md). Every number: [vs_cuda_pipelines.csv](vs_cuda_pipelines.csv).\n\n";
     md += &m.meta.header.markdown();
@@ -184,6 +207,13 @@ pub fn write_outputs(out: &OutDir, m: &PipeMeta, rows: &[PipeRow]) -> Res<()> {
             "- {} {} s{}: Rust {}; CUDA {}\n",
             r.kernel, r.kind, r.stages, r.check[0], r.check[1]
         );
+    }
+    if !tuned.is_empty() {
+        md += &tuned_section(tuned, m.meta.reps);
+        out.write(
+            "vs_cuda_pipelines_tuned.csv",
+            crate::tuner::csv(&m.meta.header, tuned)?,
+        )?;
     }
     out.write("vs_cuda_pipelines.md", md)?;
     out.write("vs_cuda_pipelines.csv", csv(m, rows)?)?;

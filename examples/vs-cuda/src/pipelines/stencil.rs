@@ -86,6 +86,11 @@ impl Bench for PipeStencil {
     fn kernel(&self) -> &'static str {
         "pipe_stencil"
     }
+    super::tuned_methods!(
+        self,
+        pipe_stencil_tuned,
+        (&self.src, &mut self.dst, self.shape)
+    );
     fn cfg(&self) -> LaunchConfig {
         self.cfg
     }
