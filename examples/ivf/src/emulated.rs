@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use ivf_kernels::{
     BatchArgs, BoundItemsArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
-    PullPlanArgs, TilePlanArgs, Total, WorkPlanArgs, HINT_L2, HINT_NONE, K, MAX_NPROBE,
-    PLAN_THREADS, SCAN_THREADS, TOTAL_WORDS,
+    PullPlanArgs, TilePlanArgs, TileWorkInArgs, TileWorkOutArgs, Total, WorkPlanArgs, HINT_L2,
+    HINT_NONE, K, MAX_NPROBE, PLAN_THREADS, SCAN_THREADS, TOTAL_WORDS,
 };
 use lookahead::emu::Emulator;
 use lookahead::launch::{HostMemory, LaunchConfig};
@@ -15,7 +15,7 @@ use lookahead::Result;
 use lookahead_uvm::RingQueue;
 
 use crate::data::Vectors;
-use crate::index::IvfLayout;
+use crate::index::{IvfLayout, TileWork};
 
 /// What an emulated search returns.
 #[derive(Debug, Clone)]
@@ -300,8 +300,7 @@ impl Inputs<'_> {
     fn tile_scan(&self, p: &Plan, c: &mut Cands, most: usize) -> Result<()> {
         let layout = self.layout;
         let norms = crate::index::squared_norms(self.lists, layout.dim);
-        let probed = &p.probed[..Total::ProbedLists.of(&p.totals)];
-        let tw = layout.tile_work(probed, &p.counts, self.params.chunk_rows);
+        let tw = self.tile_work(p)?;
         assert_eq!(tw.bound_off.len() - 1, Total::WorkItems.of(&p.totals));
         let n_units = tw.units.len() / ivf_kernels::UNIT_WORDS;
         let tiles = LaunchConfig::new((n_units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
@@ -352,6 +351,43 @@ impl Inputs<'_> {
             )?;
         }
         Ok(())
+    }
+
+    /// The tiled scan's work as [`ivf_kernels::tile_work`] lists it, checked against the
+    /// host's listing ([`IvfLayout::tile_work`]; panics where they differ: a test's failure).
+    fn tile_work(&self, p: &Plan) -> Result<TileWork> {
+        let layout = self.layout;
+        let probed = &p.probed[..Total::ProbedLists.of(&p.totals)];
+        let want = layout.tile_work(probed, &p.counts, self.params.chunk_rows);
+        let pairs = self.queries.len() * self.nprobe;
+        let most = layout.tile_units_at_most(pairs, self.params.chunk_rows);
+        let items = Total::WorkItems.of(&p.totals);
+        let mut units = vec![u32::MAX; most * ivf_kernels::UNIT_WORDS];
+        let mut bound_off = vec![u64::MAX; items + 1];
+        let mut summary = vec![u64::MAX; ivf_kernels::TILE_SUMMARY_WORDS];
+        let plan = TileWorkInArgs {
+            probed: &p.probed,
+            counts: &p.counts,
+            list_item_off: &p.list_item_off,
+            totals: &p.totals,
+        };
+        let out = TileWorkOutArgs {
+            units: &mut units,
+            bound_off: &mut bound_off,
+            summary: &mut summary,
+        };
+        let cfg = LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1));
+        ivf_kernels::tile_work::launch(self.emu, cfg, self.index(), plan, out)?;
+        let n_units = summary[0] as usize * ivf_kernels::UNIT_WORDS;
+        assert_eq!(summary[1] as usize, items, "tile_work's work items");
+        assert_eq!(
+            summary[2],
+            *want.bound_off.last().unwrap(),
+            "tile_work's bounds"
+        );
+        assert_eq!(units[..n_units], want.units[..], "tile_work's units");
+        assert_eq!(bound_off, want.bound_off, "tile_work's bound offsets");
+        Ok(want)
     }
 
     /// Every bound `tile_bounds` wrote for the items `first..first + count` (from

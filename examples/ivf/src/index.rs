@@ -62,7 +62,8 @@ impl IvfLayout {
         (self.offsets[l + 1] - self.offsets[l]) as usize
     }
 
-    /// The work of [`ivf_kernels::tile_bounds`] for a plan's `probed` lists with
+    /// The work of [`ivf_kernels::tile_bounds`] (what [`ivf_kernels::tile_work`] lists on the
+    /// GPU, here the CPU reference the emulator checks it against) for a plan's `probed` lists with
     /// `counts[l]` (query, probe) pairs each, in work items of `chunk_rows` vectors.
     pub fn tile_work(&self, probed: &[u32], counts: &[u32], chunk_rows: u32) -> TileWork {
         let chunk = chunk_rows.max(1) as usize;
@@ -89,6 +90,16 @@ impl IvfLayout {
             }
         }
         work
+    }
+
+    /// Most units [`ivf_kernels::tile_work`] can list for `pairs` (query, probe) pairs in
+    /// chunks of `chunk_rows` vectors, whatever lists they probe: what its buffer holds.
+    pub fn tile_units_at_most(&self, pairs: usize, chunk_rows: u32) -> usize {
+        let chunk = chunk_rows.max(1) as usize;
+        let unit_rows: Vec<u32> = (0..self.nlist())
+            .map(|l| ivf_kernels::ListWork::unit_rows(self.list_len(l), chunk))
+            .collect();
+        ivf_kernels::units_at_most(&unit_rows, pairs)
     }
 
     /// Bytes of list `l`'s vectors.
@@ -162,19 +173,111 @@ pub struct TileWork {
 }
 
 impl TileWork {
-    /// The work items in launches whose bounds fit `max_bounds` floats (at least one item
-    /// each): `(first, count)` of each.
+    /// The work items in launches whose bounds fit `max_bounds` floats (see [`pieces`]).
     pub fn pieces(&self, max_bounds: u64) -> Vec<(usize, usize)> {
-        let items = self.bound_off.len().saturating_sub(1);
-        let mut pieces = Vec::new();
-        let mut first = 0;
-        while first < items {
-            let limit = self.bound_off[first] + max_bounds;
-            let fit = self.bound_off[first + 1..].partition_point(|&o| o <= limit);
-            let count = fit.clamp(1, items - first);
-            pieces.push((first, count));
-            first += count;
+        pieces(&self.bound_off, max_bounds)
+    }
+}
+
+/// The work items whose bounds start at `bound_off[..items]` (`bound_off[items]` their
+/// total) in launches whose bounds fit `max_bounds` floats (at least one item each):
+/// `(first, count)` of each.
+pub fn pieces(bound_off: &[u64], max_bounds: u64) -> Vec<(usize, usize)> {
+    let items = bound_off.len().saturating_sub(1);
+    let mut pieces = Vec::new();
+    let mut first = 0;
+    while first < items {
+        let limit = bound_off[first] + max_bounds;
+        let fit = bound_off[first + 1..].partition_point(|&o| o <= limit);
+        let count = fit.clamp(1, items - first);
+        pieces.push((first, count));
+        first += count;
+    }
+    pieces
+}
+
+/// A tiled scan's launches, from what [`ivf_kernels::tile_work`] counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TileLaunch {
+    /// Units of [`ivf_kernels::tile_bounds`].
+    pub units: usize,
+    /// Work items.
+    pub items: usize,
+    /// The work items by launch, `(first, count)`.
+    pub pieces: Vec<(usize, usize)>,
+    /// The most bounds one launch writes.
+    pub most_bounds: u64,
+}
+
+impl TileLaunch {
+    /// From `tile_work`'s summary (units, work items, bounds) for buffers of `max_units`
+    /// units and `max_items` items: one launch when the bounds fit `max_bounds` floats, else
+    /// launches cut by the bound offsets `offsets` reads back. A count beyond its buffer is
+    /// an error naming the kernel.
+    pub fn new(
+        summary: &[u64],
+        (max_units, max_items, max_bounds): (usize, usize, u64),
+        offsets: impl FnOnce() -> lookahead::Result<Vec<u64>>,
+    ) -> lookahead::Result<Self> {
+        let (units, items, bounds) = (summary[0] as usize, summary[1] as usize, summary[2]);
+        if units > max_units || items > max_items {
+            return Err(lookahead::Error::UnwrittenOutput {
+                kernel: "tile_work",
+                what: format!(
+                    "{units} units and {items} work items counted, for buffers of \
+                     {max_units} and {max_items}"
+                ),
+            });
         }
-        pieces
+        let (pieces, most_bounds) = if bounds <= max_bounds {
+            (if items > 0 { vec![(0, items)] } else { vec![] }, bounds)
+        } else {
+            let off = offsets()?;
+            let pieces = pieces(&off, max_bounds);
+            let most = (pieces.iter())
+                .map(|&(f, n)| off[f + n] - off[f])
+                .max()
+                .unwrap_or(0);
+            (pieces, most)
+        };
+        Ok(TileLaunch {
+            units,
+            items,
+            pieces,
+            most_bounds,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_keep_each_launch_within_the_bound_budget() {
+        // Items of 10, 30, 5 and 50 bounds.
+        let off = [0, 10, 40, 45, 95];
+        assert_eq!(pieces(&off, 100), vec![(0, 4)]);
+        assert_eq!(pieces(&off, 45), vec![(0, 3), (3, 1)]);
+        // An item larger than the budget still gets a launch of its own.
+        assert_eq!(pieces(&off, 20), vec![(0, 1), (1, 1), (2, 1), (3, 1)]);
+        assert!(pieces(&[0], 20).is_empty());
+    }
+
+    #[test]
+    fn a_tile_launch_reads_the_offsets_back_only_when_the_bounds_need_several() {
+        let off = vec![0, 10, 40, 45, 95];
+        let one = TileLaunch::new(&[7, 4, 95], (8, 4, 100), || panic!("not needed")).unwrap();
+        assert_eq!((one.pieces, one.most_bounds), (vec![(0, 4)], 95));
+        let split = TileLaunch::new(&[7, 4, 95], (8, 4, 45), || Ok(off.clone())).unwrap();
+        assert_eq!(
+            (split.pieces, split.most_bounds),
+            (vec![(0, 3), (3, 1)], 50)
+        );
+        let none = TileLaunch::new(&[0, 0, 0], (8, 4, 45), || panic!("not needed")).unwrap();
+        assert!(none.pieces.is_empty());
+        // Counts beyond the buffers are the kernel's fault, named.
+        let e = TileLaunch::new(&[9, 4, 95], (8, 4, 100), || Ok(off.clone())).unwrap_err();
+        assert!(e.to_string().contains("tile_work"), "{e}");
     }
 }

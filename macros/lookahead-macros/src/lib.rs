@@ -48,7 +48,7 @@ use parse::level::LevelEnum;
 ///   (a PTX `.entry NAME`) whose parameters are the lowered forms of the declared ones: a
 ///   scalar stays a scalar, a slice or view becomes a pointer and a `usize` length, from
 ///   which the body's typed views are rebuilt. The kernel crate enables the ABI once with
-///   `#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel, asm_experimental_arch))]`.
+///   `#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]`.
 /// * **On the host** it emits a module `NAME` with `NAME::launch(on, cfg, args...)`, where
 ///   `on` is a `lookahead::Gpu`, a cudarc `Arc<CudaStream>` or a `lookahead::launch::Launcher`,
 ///   `cfg` a `lookahead::launch::LaunchConfig` (or cudarc's), and the arguments are checked

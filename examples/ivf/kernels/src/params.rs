@@ -125,11 +125,37 @@ pub struct TilePlan {
     pub list_item_off: DeviceSlice<u32>,
     /// Per work item: its pair.
     pub item_pair: DeviceSlice<u32>,
-    /// The units, [`crate::UNIT_WORDS`] words each (see [`crate::tile_bounds`]; the host
-    /// lists them from the plan's counts).
+    /// The units, [`crate::UNIT_WORDS`] words each (see [`crate::tile_bounds`];
+    /// [`crate::tile_work`] lists them from the plan's counts).
     pub units: DeviceSlice<u32>,
     /// Per stored vector (the order of [`Index::vectors`]): `|x|^2`.
     pub norms: DeviceSlice<f32>,
+}
+
+/// What [`crate::tile_work`] reads of [`crate::plan`]'s output.
+#[derive(KernelParams)]
+#[repr(C)]
+pub struct TileWorkIn {
+    /// The probed lists, in list order.
+    pub probed: DeviceSlice<u32>,
+    /// Per list: the pairs that probe it.
+    pub counts: DeviceSlice<u32>,
+    /// Per list: where its work items start.
+    pub list_item_off: DeviceSlice<u32>,
+    /// [`PlanOut::totals`].
+    pub totals: DeviceSlice<u32>,
+}
+
+/// What [`crate::tile_work`] writes (see there).
+#[derive(KernelParams)]
+#[repr(C)]
+pub struct TileWorkOut {
+    /// The units of [`crate::tile_bounds`], [`crate::UNIT_WORDS`] words each.
+    pub units: DeviceSliceMut<u32>,
+    /// Per work item, then one past the last: where its bounds start ([`BoundItems`]).
+    pub bound_off: DeviceSliceMut<u64>,
+    /// Units, work items, bounds ([`crate::TILE_SUMMARY_WORDS`]).
+    pub summary: DeviceSliceMut<u64>,
 }
 
 /// Work items `first..first + count`, the part of a batch's scan that one launch of

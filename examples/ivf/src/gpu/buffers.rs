@@ -41,10 +41,11 @@ pub(super) struct Buffers {
     pub(super) out_d: CudaSlice<f32>,
     pub(super) out_i: CudaSlice<u32>,
     /// The tiled scan's bounds, units and bound offsets (each grown by the first tiled
-    /// search that needs more).
+    /// search that needs more), and what `tile_work` counted.
     pub(super) bounds: CudaSlice<f32>,
     pub(super) units: CudaSlice<u32>,
     pub(super) bound_off: CudaSlice<u64>,
+    pub(super) tile_summary: CudaSlice<u64>,
 }
 
 /// Stream-ordered allocation of `n` elements that a kernel writes before anything reads
@@ -90,6 +91,7 @@ impl Buffers {
             bounds: scratch(s, 1)?,
             units: scratch(s, 1)?,
             bound_off: scratch(s, 1)?,
+            tile_summary: scratch(s, ivf_kernels::TILE_SUMMARY_WORDS)?,
         })
     }
 }

@@ -11,8 +11,9 @@ use std::time::Instant;
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream};
 use ivf_kernels::{
     BoundItemsArgs, CandidatesArgs, IndexArgs, PairPlanOutArgs, PlanOutArgs, PullArgs,
-    PullPlanArgs, PullWork, TilePlanArgs, Total, HINT_L2, HINT_NONE, K, MAX_DIM, PLAN_THREADS,
-    PULL_COPY_EVERY_NTH_SM, READY_ARRIVED, READY_TIMED_OUT, READY_WENT_AHEAD, SCAN_THREADS,
+    PullPlanArgs, PullWork, TilePlanArgs, TileWorkInArgs, TileWorkOutArgs, Total, HINT_L2,
+    HINT_NONE, K, MAX_DIM, PLAN_THREADS, PULL_COPY_EVERY_NTH_SM, READY_ARRIVED, READY_TIMED_OUT,
+    READY_WENT_AHEAD, SCAN_THREADS,
 };
 use lookahead::launch::{GpuMemory, KernelSliceMut, LaunchConfig};
 use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM};
@@ -22,7 +23,7 @@ use lookahead_uvm::{Policy, PolicyBuffer, RingQueue, Staging, UvmRuntime};
 use super::buffers::{fill32, Buffers, Capacity};
 use super::{GpuIndex, ScanMethod, SearchOutcome, SearchParams, TILE_PAIRS_PER_LIST};
 use crate::data::Vectors;
-use crate::index::{IvfLayout, TileWork};
+use crate::index::{IvfLayout, TileLaunch};
 
 /// Bits written into every output word before a search; any left afterwards is a result
 /// the kernels failed to write.
@@ -490,54 +491,51 @@ impl Search<'_> {
         )
     }
 
-    /// The work of [`ivf_kernels::tile_bounds`] from the plan's counts, its units and bound
-    /// offsets uploaded, the buffers grown for it, and its pieces: the work items in
-    /// launches whose bounds fit [`MAX_BOUND_FLOATS`].
-    fn tile_work(&mut self) -> Result<(TileWork, Vec<(usize, usize)>)> {
+    /// The work of [`ivf_kernels::tile_bounds`], listed on the GPU from the plan
+    /// ([`ivf_kernels::tile_work`]), the buffers grown for it, and its pieces: the work
+    /// items in launches whose bounds fit [`MAX_BOUND_FLOATS`]. One small read-back (the
+    /// counts); the bound offsets come back only when the bounds need several launches.
+    fn tile_work(&mut self) -> Result<TileLaunch> {
         let (s, sh) = (self.s, self.shape);
-        let totals = s.clone_dtoh(&self.b.totals).during("cuMemcpyDtoH")?;
-        let probed = Total::ProbedLists.of(&totals);
-        let counts = s.clone_dtoh(&self.b.counts).during("cuMemcpyDtoH")?;
-        let lists = s.clone_dtoh(&self.b.probed).during("cuMemcpyDtoH")?;
-        let work = (self.layout).tile_work(&lists[..probed], &counts, sh.chunk_rows);
-        let items = work.bound_off.len() - 1;
-        if items != Total::WorkItems.of(&totals) {
-            return Err(Error::UnwrittenOutput {
-                kernel: "plan",
-                what: format!("{items} work items by its counts, {totals:?} in its totals"),
-            });
-        }
-        let pieces = work.pieces(MAX_BOUND_FLOATS as u64);
-        let most = (pieces.iter())
-            .map(|&(f, n)| work.bound_off[f + n] - work.bound_off[f])
-            .max();
+        let most_units = self.layout.tile_units_at_most(sh.pairs, sh.chunk_rows);
         let b = &mut *self.b;
-        grow(s, &mut b.units, work.units.len())?;
-        grow(s, &mut b.bound_off, work.bound_off.len())?;
-        grow(s, &mut b.bounds, most.unwrap_or(0) as usize)?;
-        s.memcpy_htod(&work.units, &mut b.units.slice_mut(..work.units.len()))
-            .during("cuMemcpyHtoD")?;
-        s.memcpy_htod(&work.bound_off, &mut b.bound_off.slice_mut(..=items))
-            .during("cuMemcpyHtoD")?;
-        Ok((work, pieces))
+        grow(s, &mut b.units, most_units * ivf_kernels::UNIT_WORDS)?;
+        grow(s, &mut b.bound_off, sh.items + 1)?;
+        let views = IndexViews::new(self.lists.data_view(), self.offsets, self.ids, s, sh);
+        let plan = TileWorkInArgs {
+            probed: &U::new(&b.probed, s),
+            counts: &U::new(&b.counts, s),
+            list_item_off: &U::new(&b.list_item_off, s),
+            totals: &U::new(&b.totals, s),
+        };
+        let out = TileWorkOutArgs {
+            units: &mut UM::prefix(&mut b.units, most_units * ivf_kernels::UNIT_WORDS, s)?,
+            bound_off: &mut UM::prefix(&mut b.bound_off, sh.items + 1, s)?,
+            summary: &mut UM::new(&mut b.tile_summary, s),
+        };
+        let cfg = LaunchConfig::new((1, 1, 1), (PLAN_THREADS, 1, 1));
+        ivf_kernels::tile_work::launch(s, cfg, views.args(), plan, out)?;
+        let summary = s.clone_dtoh(&b.tile_summary).during("cuMemcpyDtoH")?;
+        let limits = (most_units, sh.items, MAX_BOUND_FLOATS as u64);
+        let work = TileLaunch::new(&summary, limits, || {
+            s.clone_dtoh(&b.bound_off.slice(..=summary[1] as usize))
+                .during("cuMemcpyDtoH")
+        })?;
+        grow(s, &mut b.bounds, work.most_bounds as usize)?;
+        Ok(work)
     }
 
-    /// The tiled scan of `work` ([`Search::tile_work`]): for each of its `pieces`,
+    /// The tiled scan of `work` ([`Search::tile_work`]): for each of its pieces,
     /// [`ivf_kernels::tile_bounds`] then [`ivf_kernels::bounded_scan`] on `grid`.
-    fn tile_scan(
-        &mut self,
-        grid: LaunchConfig,
-        (work, pieces): &(TileWork, Vec<(usize, usize)>),
-    ) -> Result<()> {
-        let items = work.bound_off.len() - 1;
-        let n_units = work.units.len() / ivf_kernels::UNIT_WORDS;
-        let tiles = LaunchConfig::new((n_units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
-        for &(first, count) in pieces {
+    fn tile_scan(&mut self, grid: LaunchConfig, work: &TileLaunch) -> Result<()> {
+        let tiles = LaunchConfig::new((work.units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
+        let words = work.units * ivf_kernels::UNIT_WORDS;
+        for &(first, count) in &work.pieces {
             let piece = (first as u32, count as u32);
-            if n_units > 0 {
-                self.launch_tile_bounds(tiles, piece, (work.units.len(), items + 1))?;
+            if work.units > 0 {
+                self.launch_tile_bounds(tiles, piece, (words, work.items + 1))?;
             }
-            self.launch_bounded_scan(grid, piece, items + 1)?;
+            self.launch_bounded_scan(grid, piece, work.items + 1)?;
         }
         Ok(())
     }

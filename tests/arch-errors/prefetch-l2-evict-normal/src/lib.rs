@@ -3,7 +3,7 @@
 //! (checked by `tests/tests/arch_errors.rs`).
 #![cfg(target_arch = "nvptx64")]
 #![no_std]
-#![feature(abi_gpu_kernel, asm_experimental_arch)]
+#![feature(abi_gpu_kernel)]
 
 use lookahead_device::kernel;
 use lookahead_device::prelude::*;

@@ -2,7 +2,7 @@
 //! it, the GPU build must fail with the builder's explanation (checked by `arch_errors.rs`).
 #![cfg(target_arch = "nvptx64")]
 #![no_std]
-#![feature(abi_gpu_kernel, asm_experimental_arch)]
+#![feature(abi_gpu_kernel)]
 
 use lookahead_device::kernel;
 

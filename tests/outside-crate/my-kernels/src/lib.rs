@@ -1,5 +1,5 @@
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel, asm_experimental_arch))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 
 #[cfg(not(target_arch = "nvptx64"))]
 include!(concat!(env!("OUT_DIR"), "/my_kernels_ptx.rs"));
