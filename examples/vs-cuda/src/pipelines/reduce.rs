@@ -93,6 +93,19 @@ mod tests {
             let (ok, detail) = exact_sum::check(out[0], sum);
             assert!(ok, "{name}: {detail}");
         }
+        // The kernel written with `stages = auto, copy = auto`: every candidate entry.
+        use vs_cuda_kernels::pipe_reduce_tuned as tuned;
+        assert_eq!(
+            tuned::CANDIDATES.len(),
+            7,
+            "plain and 2 kinds x 3 stage counts"
+        );
+        for &v in tuned::CANDIDATES {
+            let mut out = [0.0f32];
+            tuned::launch_variant(v, &Emulator::new(), blocks(4), &x[..], &mut out[..]).unwrap();
+            let (ok, detail) = exact_sum::check(out[0], sum);
+            assert!(ok, "tuned {v}: {detail}");
+        }
         // The check fails a sum missing one stage (a tile), what a pipeline bug looks like.
         let tile: f32 = x[2048..4096].iter().sum();
         assert!(tile > 0.0 && !exact_sum::check(sum as f32 - tile, sum).0);
