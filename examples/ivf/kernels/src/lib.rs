@@ -18,6 +18,12 @@
 //! the probed lists that are not yet cached over the interconnect into a device-memory
 //! cache, and the others scan each list's copy as soon as it is complete.
 //!
+//! A large resident batch, where many queries probe each list, is scanned by tiles
+//! instead: [`tile_work`] (one block) lists the units of [`tile_bounds`] from the plan's
+//! per-list counts, [`tile_bounds`] writes a lower bound for every (query, vector) pair
+//! from TF32 tensor-core products of a list chunk staged once for 32 of its queries, and
+//! [`bounded_scan`] computes exact distances only where a bound can still beat the `K`-th.
+//!
 //! The lists live in managed memory; everything else in device memory.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
