@@ -236,6 +236,23 @@ fn warp_claims_give_every_lane_the_same_slot_and_every_warp_its_own() {
 }
 
 #[test]
+fn dynamic_shared_memory_is_the_launchs_size_per_block() {
+    let mut rng = Rng::fresh("dynamic shared");
+    let (per_block, blocks) = (3000, 4);
+    let n = per_block * blocks - 77; // the last block's share past the end of `x`
+    let x = rng.f32s(n);
+    let mut y = vec![f32::NAN; n];
+    let cfg = LaunchConfig::new((blocks as u32, 1, 1), (128, 1, 1)).with_shared_mem(4 * 3000);
+    ptx_kernels::intr_dynamic_shared::launch(&emu(), cfg, &x, &mut y).unwrap();
+    assert_eq!(y, ptx_kernels::dynamic_shared_reference(&x, per_block));
+    // Without dynamic shared memory the tile is empty, and nothing is written.
+    let mut z = vec![f32::NAN; n];
+    let cfg = LaunchConfig::new((blocks as u32, 1, 1), (128, 1, 1));
+    ptx_kernels::intr_dynamic_shared::launch(&emu(), cfg, &x, &mut z).unwrap();
+    assert!(z.iter().all(|v| v.is_nan()));
+}
+
+#[test]
 fn shared_memory_is_per_block_and_barriers_order_it() {
     let mut rng = Rng::fresh("shared");
     let n = 256 * 6;

@@ -240,6 +240,32 @@ fn a_slice_of_user_structs_and_a_struct_by_value_run_on_the_gpu() {
     assert_eq!(sums.to_vec().unwrap(), want, "managed-memory nodes");
 }
 
+/// Dynamic shared memory of 16, 64 and 200 KiB per block: above 48 KiB the launch opts the
+/// kernel in; more than the GPU has per block is an error naming the kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dynamic_shared_memory_beyond_48_kib_runs_on_the_gpu() {
+    let gpu = gpu();
+    let on = test_kernels(&gpu);
+    for kib in [16, 64, 200] {
+        let per_block = kib * 1024 / 4;
+        let n = per_block * 40 - 1000;
+        let x = input(13, n);
+        let dx = dev(&gpu, &x);
+        let mut dy = dev(&gpu, &vec![f32::NAN; n]);
+        let cfg = LaunchConfig::new((40, 1, 1), (1024, 1, 1)).with_shared_mem(kib as u32 * 1024);
+        ptx_kernels::intr_dynamic_shared::launch(&on, cfg, &dx, &mut dy).unwrap();
+        let want = ptx_kernels::dynamic_shared_reference(&x, per_block);
+        assert_eq!(read_dev(&gpu, &dy), want, "{kib} KiB");
+    }
+    let mut dy = dev(&gpu, &[0.0; 1024]);
+    let cfg = LaunchConfig::new((1, 1, 1), (1024, 1, 1)).with_shared_mem(1 << 20);
+    let e = ptx_kernels::intr_dynamic_shared::launch(&on, cfg, &dev(&gpu, &[0.0; 1024]), &mut dy)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("intr_dynamic_shared"), "{e}");
+}
+
 /// The kernel the emulator accepts for its `warp::sync` (`bar.warp.sync`): each lane reads
 /// the next lane's shared-memory element after the warp barrier, on the GPU too.
 #[test]

@@ -368,6 +368,14 @@ fn indices_atomics_warp_sync_and_shared_memory() {
         } else {
             assert!(arrays > 6, "sm_{cc}: {arrays}");
         }
+        let b = body(cc, "intr_dynamic_shared");
+        assert!(b.contains("%dynamic_smem_size"), "sm_{cc}");
+        assert!(b.contains("ld.shared.b32"), "sm_{cc}");
+        assert!(
+            module(cc)
+                .contains(".extern .shared .align 16 .b8 __lookahead_addrspace_shared__dynamic[]"),
+            "sm_{cc}"
+        );
         let b = body(cc, "intr_shared");
         // The builder moved the arrays into `.shared`, so LLVM addresses them as such: no
         // generic access the SM would first have to resolve.

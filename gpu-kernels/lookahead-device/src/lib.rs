@@ -2,8 +2,8 @@
 //!
 //! The device-side runtime for Lookahead kernels, compiled for `nvptx64-nvidia-cuda`: thread,
 //! block and grid coordinates, barriers and fences, `nanosleep`, atomics, ordered loads and
-//! stores, warp shuffles and votes, static shared memory, typed views of device and managed
-//! (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]), the
+//! stores, warp shuffles and votes, static and dynamic shared memory, typed views of device
+//! and managed (Unified) memory, the kernel parameter traits ([`DeviceCopy`], [`KernelParam`]), the
 //! floating-point functions of the standard library ([`math`]: libdevice on the GPU), the
 //! prefetch instructions behind `#[prefetch_next]`, asynchronous copies into shared memory
 //! ([`mod@pipeline`]), TF32 tensor-core products ([`mma`]), the GPU half of the Unified Memory
@@ -93,7 +93,7 @@ pub mod uvm;
 pub mod view;
 pub mod warp;
 
-pub use shared::SharedArray;
+pub use shared::{dynamic_shared, DynamicShared, SharedArray};
 
 /// The emulator hooks the host build calls (used by `shared_array!`'s expansion).
 #[doc(hidden)]
@@ -164,7 +164,7 @@ pub mod prelude {
     };
     pub use crate::view::{DeviceSlice, DeviceSliceMut, ManagedSlice, ManagedSliceMut};
     pub use crate::warp;
-    pub use crate::SharedArray;
     pub use crate::{device_fn, kernel, prefetch_next};
+    pub use crate::{dynamic_shared, DynamicShared, SharedArray};
     pub use crate::{DeviceCopy, KernelParam, KernelParams};
 }

@@ -1,5 +1,6 @@
-//! Static shared memory: [`shared_array!`](crate::shared_array) declares a block-wide
-//! array in PTX's `.shared` state space and returns a [`SharedArray`] handle to it.
+//! Shared memory: [`shared_array!`](crate::shared_array) declares a block-wide array in
+//! PTX's `.shared` state space and returns a [`SharedArray`] handle to it;
+//! [`dynamic_shared`] is the launch's dynamic shared memory, sized by its `LaunchConfig`.
 //!
 //! ```ignore
 //! let tile = shared_array!(f32; 256);     // one 1 KiB array per block
@@ -78,9 +79,8 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     /// `i < N`.
     #[inline(always)]
     pub unsafe fn get_unchecked(&self, i: usize) -> T {
-        #[cfg(not(target_arch = "nvptx64"))]
-        crate::__emu::hooks::shared_access(self.ptr as *const u8, N, i, false);
-        self.ptr.add(i).read()
+        // SAFETY: promised by the caller.
+        unsafe { read(self.ptr, N, i) }
     }
 
     /// Writes element `i` without a bounds check.
@@ -89,9 +89,8 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     /// `i < N`.
     #[inline(always)]
     pub unsafe fn set_unchecked(&self, i: usize, value: T) {
-        #[cfg(not(target_arch = "nvptx64"))]
-        crate::__emu::hooks::shared_access(self.ptr as *const u8, N, i, true);
-        self.ptr.add(i).write(value)
+        // SAFETY: promised by the caller.
+        unsafe { write(self.ptr, N, i, value) }
     }
 
     /// Atomically adds `value` to element `i` (bounds-checked) and returns the old value.
@@ -100,11 +99,7 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     where
         T: crate::atomic::AtomicAdd,
     {
-        check_index(i, N);
-        #[cfg(not(target_arch = "nvptx64"))]
-        crate::__emu::hooks::shared_atomic(self.ptr as *const u8, N, i);
-        // SAFETY: in bounds and aligned.
-        unsafe { T::atomic_add_ptr(self.ptr.add(i), value) }
+        atomic_add(self.ptr, N, i, value)
     }
 
     /// The generic address of element 0.
@@ -112,6 +107,174 @@ impl<T: Copy, const N: usize> SharedArray<T, N> {
     pub fn as_ptr(&self) -> *mut T {
         self.ptr
     }
+}
+
+/// The launch's dynamic shared memory as a block-wide array of `T`: as many whole elements
+/// as the launch's `LaunchConfig::with_shared_mem(bytes)` gives it (`bytes /
+/// size_of::<T>()`, none without it), 16-byte aligned. Above 48 KiB the launch opts the
+/// kernel in (up to 227 KiB per block on the H100, less the block's static shared memory).
+/// Accesses are bounds-checked against the launch's size, as [`SharedArray`]'s.
+///
+/// ```ignore
+/// let tile = dynamic_shared::<f32>();   // launched with .with_shared_mem(64 * 1024)
+/// tile.set(thread_idx_x() as usize, x[i]);
+/// ```
+#[inline(always)]
+pub fn dynamic_shared<T: Copy>() -> DynamicShared<T> {
+    gpu_or_host!(
+        {
+            let bytes: u32;
+            // SAFETY: reads a special register.
+            unsafe {
+                core::arch::asm!(
+                    "mov.u32 {b}, %dynamic_smem_size;",
+                    b = out(reg32) bytes,
+                    options(pure, nomem, nostack)
+                )
+            };
+            DynamicShared {
+                // SAFETY: only the address is taken.
+                ptr: unsafe { &raw mut DYNAMIC_SHARED } as *mut T,
+                len: bytes as usize / size_of::<T>().max(1),
+            }
+        },
+        {
+            let (ptr, bytes) =
+                crate::__emu::hooks::dynamic_shared("dynamic_shared()", size_of::<T>());
+            DynamicShared {
+                ptr: ptr as *mut T,
+                len: bytes / size_of::<T>().max(1),
+            }
+        }
+    )
+}
+
+#[cfg(target_arch = "nvptx64")]
+unsafe extern "C" {
+    /// The launch's dynamic shared memory; the builder declares it in `.shared` (`.extern
+    /// .shared .align 16 .b8 ...[]`), sized at launch.
+    #[link_name = "__lookahead_addrspace_shared__dynamic"]
+    static mut DYNAMIC_SHARED: [u8; 0];
+}
+
+/// A handle to the launch's dynamic shared memory as `len()` elements of `T`
+/// ([`dynamic_shared`]). Copy it freely; every copy names the same memory. Threads must
+/// separate conflicting accesses with [`crate::sync::sync_threads`] or use
+/// [`DynamicShared::atomic_add`].
+#[derive(Debug)]
+pub struct DynamicShared<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+impl<T> Clone for DynamicShared<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DynamicShared<T> {}
+
+impl<T: Copy> DynamicShared<T> {
+    /// Number of elements: the launch's dynamic shared bytes over `size_of::<T>()`.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the launch gave no dynamic shared memory (or less than one `T`).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Reads element `i` (bounds-checked).
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> T {
+        check_index(i, self.len);
+        // SAFETY: in bounds of the launch's dynamic shared memory.
+        unsafe { read(self.ptr, self.len, i) }
+    }
+
+    /// Writes element `i` (bounds-checked).
+    #[inline(always)]
+    pub fn set(&self, i: usize, value: T) {
+        check_index(i, self.len);
+        // SAFETY: as in `get`.
+        unsafe { write(self.ptr, self.len, i, value) }
+    }
+
+    /// Reads element `i` without a bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    pub unsafe fn get_unchecked(&self, i: usize) -> T {
+        // SAFETY: promised by the caller.
+        unsafe { read(self.ptr, self.len, i) }
+    }
+
+    /// Writes element `i` without a bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    pub unsafe fn set_unchecked(&self, i: usize, value: T) {
+        // SAFETY: promised by the caller.
+        unsafe { write(self.ptr, self.len, i, value) }
+    }
+
+    /// Atomically adds `value` to element `i` (bounds-checked) and returns the old value.
+    #[inline(always)]
+    pub fn atomic_add(&self, i: usize, value: T) -> T
+    where
+        T: crate::atomic::AtomicAdd,
+    {
+        atomic_add(self.ptr, self.len, i, value)
+    }
+
+    /// The generic address of element 0.
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut T {
+        self.ptr
+    }
+}
+
+/// Element `i` of the `len` elements of shared memory at `ptr` (on the emulator, checked
+/// for races and uninitialised reads).
+///
+/// # Safety
+/// `i < len`, and `ptr` is a shared array of `len` elements.
+#[inline(always)]
+unsafe fn read<T: Copy>(ptr: *mut T, len: usize, i: usize) -> T {
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::__emu::hooks::shared_access(ptr as *const u8, len, i, false);
+    let _ = len;
+    // SAFETY: promised by the caller.
+    unsafe { ptr.add(i).read() }
+}
+
+/// Writes element `i` of the `len` elements of shared memory at `ptr`.
+///
+/// # Safety
+/// As [`read`].
+#[inline(always)]
+unsafe fn write<T: Copy>(ptr: *mut T, len: usize, i: usize, value: T) {
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::__emu::hooks::shared_access(ptr as *const u8, len, i, true);
+    let _ = len;
+    // SAFETY: promised by the caller.
+    unsafe { ptr.add(i).write(value) }
+}
+
+/// Atomically adds `value` to element `i` (bounds-checked) of the `len` elements of shared
+/// memory at `ptr` and returns the old value.
+#[inline(always)]
+fn atomic_add<T: crate::atomic::AtomicAdd>(ptr: *mut T, len: usize, i: usize, value: T) -> T {
+    check_index(i, len);
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::__emu::hooks::shared_atomic(ptr as *const u8, len, i);
+    // SAFETY: in bounds (checked) of an array the handle was made for, aligned.
+    unsafe { T::atomic_add_ptr(ptr.add(i), value) }
 }
 
 #[inline(always)]

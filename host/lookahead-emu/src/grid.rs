@@ -180,6 +180,20 @@ impl Emulator {
         block_dim: [u32; 3],
         entry: &(dyn Fn() + Sync),
     ) -> Result<(), EmuError> {
+        self.run_with_dynamic_shared(kernel, grid_dim, block_dim, 0, entry)
+    }
+
+    /// [`Emulator::run`] with `dynamic_shared` bytes of dynamic shared memory per block
+    /// (what `LaunchConfig::with_shared_mem` asks of the GPU).
+    #[allow(clippy::result_large_err)]
+    pub fn run_with_dynamic_shared(
+        &self,
+        kernel: &'static str,
+        grid_dim: [u32; 3],
+        block_dim: [u32; 3],
+        dynamic_shared: usize,
+        entry: &(dyn Fn() + Sync),
+    ) -> Result<(), EmuError> {
         let bytes = self.inner.config.stack_size;
         if bytes < MIN_STACK_SIZE {
             return Err(EmuError::StackTooSmall {
@@ -207,6 +221,7 @@ impl Emulator {
             progress: AtomicU64::new(0),
             slots: (0..workers).map(|_| WorkerSlot::default()).collect(),
             stack_size: config.stack_size,
+            dynamic_shared,
         });
         let watched = crate::watchdog::watch(&launch);
         let outcomes = self.run_blocks(&launch, blocks, entry);

@@ -198,6 +198,19 @@ pub fn sleep() {
     }
 }
 
+/// The calling block's dynamic shared memory, first used at `site` as elements of `elem`
+/// bytes: its address and its size in bytes (the launch's).
+pub fn dynamic_shared(site: &'static str, elem: usize) -> (*mut u8, usize) {
+    expect_current("dynamic_shared", |t| {
+        let bytes = t.block.launch.dynamic_shared;
+        let ptr = (t.block.shared.borrow_mut()).get(DYNAMIC_SHARED, site, bytes, 16, elem);
+        (ptr, bytes)
+    })
+}
+
+/// The name the block's dynamic shared memory goes by among its shared arrays.
+const DYNAMIC_SHARED: &str = "dynamic shared memory";
+
 /// The calling block's array for the `shared_array!` call site `symbol` (declared at
 /// `site`), `bytes` long, aligned to `align`, of elements of `elem` bytes.
 pub fn shared_array(

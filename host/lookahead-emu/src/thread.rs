@@ -48,6 +48,8 @@ pub(crate) struct LaunchCtx {
     pub slots: Vec<crate::watchdog::WorkerSlot>,
     /// Bytes of stack per emulated thread, for the stack-overflow report.
     pub stack_size: usize,
+    /// Bytes of dynamic shared memory per block.
+    pub dynamic_shared: usize,
 }
 
 /// One block's state; lives on the stack of the host thread that runs the block.

@@ -86,6 +86,38 @@ pub fn intr_sync(flag: &mut [u32]) {
     }
 }
 
+/// Each block reverses its share of `x` into `y` through the launch's dynamic shared
+/// memory: as many floats as `LaunchConfig::with_shared_mem` gives it (block `b`'s share
+/// starts at `b * len`; past the end of `x` the tile holds zeros).
+#[kernel(same_len(x, y))]
+pub fn intr_dynamic_shared(x: &[f32], y: &mut [f32]) {
+    let tile = dynamic_shared::<f32>();
+    let n = tile.len();
+    let base = block_idx_x() as usize * n;
+    let (t, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    for i in (t..n).step_by(threads) {
+        tile.set(i, if base + i < x.len() { x[base + i] } else { 0.0 });
+    }
+    sync_threads();
+    for i in (t..n).step_by(threads) {
+        if base + i < y.len() {
+            y[base + i] = tile.get(n - 1 - i);
+        }
+    }
+}
+
+/// What [`intr_dynamic_shared`] writes for `x` with `per_block` floats of dynamic shared
+/// memory per block.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn dynamic_shared_reference(x: &[f32], per_block: usize) -> std::vec::Vec<f32> {
+    (0..x.len())
+        .map(|i| {
+            let (base, k) = (i / per_block * per_block, i % per_block);
+            x.get(base + per_block - 1 - k).copied().unwrap_or(0.0)
+        })
+        .collect()
+}
+
 #[kernel(same_len(x, y))]
 pub fn intr_shared(x: &[f32], y: &mut [f32]) {
     let tile = shared_array!(f32; 256);

@@ -192,6 +192,7 @@ impl NodeUpdate<'_> {
                 ),
             });
         }
+        launch.opt_in_shared_mem()?;
         let params = launch.node_params();
         // SAFETY: `node` is a kernel node of the graph `exec` was instantiated from; the
         // driver copies the parameter values before returning.

@@ -10,6 +10,9 @@ use cudarc::driver::CudaStream;
 use super::LaunchConfig;
 use crate::error::{Error, Result};
 
+/// Dynamic shared memory a kernel may take without opting in: 48 KiB.
+const DEFAULT_SHARED_MEM_BYTES: u32 = 48 * 1024;
+
 /// A kernel launch ready for the driver.
 pub(crate) struct KernelLaunch<'a> {
     kernel: &'static str,
@@ -52,8 +55,33 @@ impl<'a> KernelLaunch<'a> {
         self.stream
     }
 
+    /// Lets the kernel take the launch's dynamic shared memory where it is more than the
+    /// 48 KiB every kernel may have (`cuFuncSetAttribute` of
+    /// `MAX_DYNAMIC_SHARED_SIZE_BYTES`, the opt-in CUDA requires); more than the GPU has per
+    /// block is the driver's error, naming the kernel.
+    pub(crate) fn opt_in_shared_mem(&self) -> Result<()> {
+        let bytes = self.cfg.shared_mem_bytes;
+        if bytes <= DEFAULT_SHARED_MEM_BYTES {
+            return Ok(());
+        }
+        use sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX;
+        // SAFETY: `function` is a loaded kernel (`new`); the attribute only sets a limit.
+        unsafe {
+            cudarc::driver::result::function::set_function_attribute(
+                self.function,
+                MAX,
+                bytes as i32,
+            )
+        }
+        .map_err(|source| Error::Launch {
+            kernel: self.kernel,
+            source,
+        })
+    }
+
     /// Queues the kernel on its stream (`cuLaunchKernel`); the stream's context is current.
     pub(crate) fn queue(&mut self) -> Result<()> {
+        self.opt_in_shared_mem()?;
         let cfg = self.cfg;
         // SAFETY: the parameters match the function, as `new` was promised.
         unsafe {

@@ -97,7 +97,9 @@ impl LaunchConfig {
         cfg
     }
 
-    /// The same configuration with `bytes` of dynamic shared memory per block.
+    /// The same configuration with `bytes` of dynamic shared memory per block (what the
+    /// kernel's `lookahead_device::dynamic_shared` holds). Above 48 KiB the launch opts the
+    /// kernel in, up to what the GPU has per block.
     pub fn with_shared_mem(mut self, bytes: u32) -> Self {
         self.shared_mem_bytes = bytes;
         self

@@ -168,8 +168,15 @@ impl TargetMemory for HostMemory {
     ) -> Result<()> {
         let params = &args.params;
         let (g, b) = (cfg.grid_dim, cfg.block_dim);
+        let dynamic_shared = cfg.shared_mem_bytes as usize;
         args.emulator
-            .run(kernel, [g.0, g.1, g.2], [b.0, b.1, b.2], &|| entry(params))
+            .run_with_dynamic_shared(
+                kernel,
+                [g.0, g.1, g.2],
+                [b.0, b.1, b.2],
+                dynamic_shared,
+                &|| entry(params),
+            )
             .map_err(|e| Error::Emulator(Box::new(e)))
     }
 }
