@@ -133,8 +133,8 @@ pub fn dynamic_shared<T: Copy>() -> DynamicShared<T> {
                 )
             };
             DynamicShared {
-                // SAFETY: only the address is taken.
-                ptr: unsafe { &raw mut DYNAMIC_SHARED } as *mut T,
+                // Only the address is taken (safe for an extern static).
+                ptr: (&raw mut DYNAMIC_SHARED) as *mut T,
                 len: bytes as usize / size_of::<T>().max(1),
             }
         },
