@@ -406,11 +406,22 @@ fn write_bounds(
         M_TILES == 2 && N_TILES == 4,
         "write_bounds writes out 4 queries"
     );
+    // The lane's 8 vectors' norms, loaded once for its 4 queries (each bound needs one; a
+    // norm missing from a short `norms` makes its bounds NaN, which the bounded scan never
+    // skips on).
+    let (_, t, w0) = fragment_slots();
+    let row0 = r0 + w0 + 2 * t;
+    let norm = |row: usize| match row < plan.norms.len() {
+        true => plan.norms[row],
+        false => f32::NAN,
+    };
+    let nx = [0, 1, 8, 9, 16, 17, 24, 25].map(|d| norm(row0 + d));
     let mut at = Bounds {
-        plan,
         range,
         u,
-        r0,
+        row0,
+        first: range.offsets[range.first as usize],
+        nx,
         qn,
         bounds,
     };
@@ -441,10 +452,14 @@ impl ConcatPairs for [[f32; 2]; 4] {
 
 /// Where [`write_bounds`] writes a row tile's bounds.
 struct Bounds<'a> {
-    plan: &'a TilePlan,
     range: &'a BoundItems,
     u: Unit,
-    r0: usize,
+    /// The lane's first vector (its others: `row0 + {1, 8, 9, 16, 17, 24, 25}`).
+    row0: usize,
+    /// The launch's first bound, counted over the batch.
+    first: u64,
+    /// The norms of the lane's 8 vectors.
+    nx: [f32; 8],
     qn: SharedArray<f32, TILE_QUERIES>,
     bounds: &'a mut [f32],
 }
@@ -454,31 +469,33 @@ impl Bounds<'_> {
     /// `w0 + 8n + 2t + j` at `dots[2n + j]` (written out by constant index, as above).
     #[inline(always)]
     fn query(&mut self, dq: usize, dots: [f32; 8]) {
-        let (g, t, w0) = fragment_slots();
+        let (g, _, _) = fragment_slots();
         let (u, q) = (self.u, g + dq);
         let it = u.item0 + u.g0 + q;
         if it < u.lo || it >= u.hi {
             return;
         }
-        let first = self.range.offsets[self.range.first as usize];
-        let (nq, out) = (self.qn.get(q), (self.range.offsets[it] - first) as usize);
-        let row = self.r0 + w0 + 2 * t;
-        self.store(nq, out, row, dots[0]);
-        self.store(nq, out, row + 1, dots[1]);
-        self.store(nq, out, row + 8, dots[2]);
-        self.store(nq, out, row + 9, dots[3]);
-        self.store(nq, out, row + 16, dots[4]);
-        self.store(nq, out, row + 17, dots[5]);
-        self.store(nq, out, row + 24, dots[6]);
-        self.store(nq, out, row + 25, dots[7]);
+        let (nq, out) = (
+            self.qn.get(q),
+            (self.range.offsets[it] - self.first) as usize,
+        );
+        let row = self.row0;
+        self.store(nq, out, (row, self.nx[0]), dots[0]);
+        self.store(nq, out, (row + 1, self.nx[1]), dots[1]);
+        self.store(nq, out, (row + 8, self.nx[2]), dots[2]);
+        self.store(nq, out, (row + 9, self.nx[3]), dots[3]);
+        self.store(nq, out, (row + 16, self.nx[4]), dots[4]);
+        self.store(nq, out, (row + 17, self.nx[5]), dots[5]);
+        self.store(nq, out, (row + 24, self.nx[6]), dots[6]);
+        self.store(nq, out, (row + 25, self.nx[7]), dots[7]);
     }
 
-    /// The bound of vector `row` against a query of norm `nq` whose bounds start at `out`.
+    /// The bound of vector `row` (of norm `nx`) against a query of norm `nq` whose bounds
+    /// start at `out`.
     #[inline(always)]
-    fn store(&mut self, nq: f32, out: usize, row: usize, dot: f32) {
+    fn store(&mut self, nq: f32, out: usize, (row, nx): (usize, f32), dot: f32) {
         let u = self.u;
-        if row < u.b && row < self.plan.norms.len() {
-            let nx = self.plan.norms[row];
+        if row < u.b {
             let d = (nq + nx) - 2.0 * dot;
             self.bounds[out + row - u.start] = d - bound_slack(u.dim) * (nq + nx);
         }
