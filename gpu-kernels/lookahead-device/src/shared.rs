@@ -312,6 +312,6 @@ macro_rules! __shared_host_ptr {
             ::core::mem::size_of::<[$ty; $len]>(),
             ::core::mem::align_of::<$ty>(),
             ::core::mem::size_of::<$ty>(),
-        ) as u64
+        ) as *mut $ty
     };
 }

@@ -223,34 +223,12 @@ unsafe fn cp_async_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
         4 | 12 => 4,
         _ => return sync_rows(c, row),
     };
-    // A piece's row and column advance by the block's size each step: the 64-bit division
-    // of an index by the pieces per row is done once here, not for every piece.
-    let per_row = (c.row_bytes / unit) as u32;
-    if per_row == 0 {
-        return;
-    }
-    let (rows, step) = (c.rows as u32, c.threads);
-    let (step_r, step_k) = (step / per_row, step % per_row);
-    let (mut r, mut k) = (c.rank / per_row, c.rank % per_row);
     if c.aligned && unit == 16 {
         // Every piece aligned: one `cp.async.cg` each, no check and no fallback beside it
         // (which `ptxas` would predicate into every iteration).
-        while r < rows {
-            let s = row(r as usize) as usize + k as usize * 16;
-            let d = (c.dst + r as usize * c.row_bytes + k as usize * 16) as *mut u8;
-            cp_async::copy_cg(d, s as *const u8);
-            r += step_r;
-            k += step_k;
-            if k >= per_row {
-                k -= per_row;
-                r += 1;
-            }
-        }
-        return;
+        return for_each_piece(&c, 16, &row, |d, s| cp_async::copy_cg(d, s as *const u8));
     }
-    while r < rows {
-        let s = row(r as usize) as usize + k as usize * unit;
-        let d = (c.dst + r as usize * c.row_bytes + k as usize * unit) as *mut u8;
+    for_each_piece(&c, unit, &row, |d, s| {
         // `d` is aligned to `unit`; the source is checked here.
         if s % unit == 0 {
             match unit {
@@ -269,6 +247,33 @@ unsafe fn cp_async_rows<T>(c: RowCopy, row: impl Fn(usize) -> *const T) {
                 (d as *mut T).add(e).write((s as *const T).add(e).read());
             }
         }
+    });
+}
+
+/// Calls `copy(destination, source)` for each of this thread's `unit`-byte pieces of the
+/// rows: piece `i` of the block is the thread's when `i % threads == rank`.
+#[inline(always)]
+unsafe fn for_each_piece<T>(
+    c: &RowCopy,
+    unit: usize,
+    row: impl Fn(usize) -> *const T,
+    copy: impl Fn(*mut u8, usize),
+) {
+    // A piece's row and column advance by the block's size each step: the 64-bit division
+    // of an index by the pieces per row is done once here, not for every piece.
+    let per_row = (c.row_bytes / unit) as u32;
+    if per_row == 0 {
+        return;
+    }
+    let (rows, step) = (c.rows as u32, c.threads);
+    let (step_r, step_k) = (step / per_row, step % per_row);
+    let (mut r, mut k) = (c.rank / per_row, c.rank % per_row);
+    while r < rows {
+        let s = row(r as usize) as usize + k as usize * unit;
+        copy(
+            (c.dst + r as usize * c.row_bytes + k as usize * unit) as *mut u8,
+            s,
+        );
         r += step_r;
         k += step_k;
         if k >= per_row {

@@ -3,7 +3,7 @@
 //! `#[prefetch_next(into = shared(..), of(name = target))]`.
 
 use super::kind::CopyKind;
-use super::stage::{checked_row, Copier};
+use super::stage::{aligned16, checked_row, Copier};
 use crate::param::DeviceCopy;
 
 /// Data a pipeline stage can be filled from: copied packed into the stage by a block.
@@ -35,9 +35,7 @@ impl<T: DeviceCopy + Copy> StageSource for [T] {
     }
     #[inline(always)]
     fn copy_to<const LEN: usize, K: CopyKind>(&self, c: &mut Copier<'_, T, LEN, K>, at: usize) {
-        let aligned = aligned16(self.as_ptr(), 0);
-        // SAFETY: the one row is the slice.
-        unsafe { c.rows_at(at, self.len(), 1, |_| self.as_ptr(), aligned) }
+        c.slice(at, self);
     }
 }
 
@@ -164,12 +162,6 @@ impl<T: DeviceCopy + Copy> StageSource for GatherRows<'_, T> {
         // SAFETY: each row lies in `src` (`row` checks it); aligned as computed above.
         unsafe { c.rows_at(at, row_len, idx.len(), row, aligned) }
     }
-}
-
-/// Whether element `first` of the slice at `base` starts on 16 bytes.
-#[inline(always)]
-fn aligned16<T>(base: *const T, first: usize) -> bool {
-    (base as usize + first * size_of::<T>()) % 16 == 0
 }
 
 /// How many values `start..end` (`..=` when `inclusive`) stepped by `step` takes: the

@@ -219,7 +219,9 @@ impl<T: DeviceCopy + Copy, const LEN: usize, K: CopyKind> Copier<'_, T, LEN, K> 
     /// Copies `src` to elements `at..at + src.len()` of the stage.
     #[inline(always)]
     pub fn slice(&mut self, at: usize, src: &[T]) {
-        self.rows(at, src.len(), 1, src, |_| 0);
+        let aligned = aligned16(src.as_ptr(), 0);
+        // SAFETY: the one row is `src`, aligned as just checked.
+        unsafe { self.rows_at(at, src.len(), 1, |_| src.as_ptr(), aligned) }
     }
 
     /// Copies `rows` rows of `row_len` elements, row `r` from `src[start(r)..][..row_len]`,
@@ -288,4 +290,10 @@ pub(crate) fn checked_row<T>(src: &[T], s: usize, len: usize) -> *const T {
     );
     // SAFETY: checked just above.
     unsafe { src.as_ptr().add(s) }
+}
+
+/// Whether element `first` of the slice at `base` starts on 16 bytes.
+#[inline(always)]
+pub(crate) fn aligned16<T>(base: *const T, first: usize) -> bool {
+    (base as usize + first * size_of::<T>()) % 16 == 0
 }

@@ -61,7 +61,7 @@ pub fn shared_array(input: &SharedArray) -> TokenStream {
             ::core::concat!(::core::file!(), ":", ::core::line!(), ":", ::core::column!()),
             #ty,
             { #len }
-        ) as *mut #ty;
+        );
         // SAFETY: `ptr` is a block-wide array of `N` elements of `T`, aligned for `T`.
         unsafe { #d::SharedArray::<#ty, { #len }>::from_generic_ptr(ptr) }
     }}
