@@ -15,7 +15,7 @@ use lookahead::Result;
 use lookahead_uvm::RingQueue;
 
 use crate::data::Vectors;
-use crate::index::{IvfLayout, TileWork};
+use crate::index::{IvfLayout, TileLaunch};
 
 /// What an emulated search returns.
 #[derive(Debug, Clone)]
@@ -298,17 +298,17 @@ impl Inputs<'_> {
     /// The tiled scan in launches of at most `most` bounds (at least one work item each),
     /// each bound checked against the distance it bounds before the bounded scan reads it.
     fn tile_scan(&self, p: &Plan, c: &mut Cands, most: usize) -> Result<()> {
-        let layout = self.layout;
-        let norms = crate::index::squared_norms(self.lists, layout.dim);
-        let tw = self.tile_work(p)?;
-        assert_eq!(tw.bound_off.len() - 1, Total::WorkItems.of(&p.totals));
-        let n_units = tw.units.len() / ivf_kernels::UNIT_WORDS;
-        let tiles = LaunchConfig::new((n_units as u32, 1, 1), (ivf_kernels::TILE_THREADS, 1, 1));
-        for (first, count) in tw.pieces(most as u64) {
-            let off = &tw.bound_off;
+        let norms = crate::index::squared_norms(self.lists, self.layout.dim);
+        let (mut units, off, launch) = self.tile_work(p, most)?;
+        units.truncate(launch.units * ivf_kernels::UNIT_WORDS);
+        let tiles = LaunchConfig::new(
+            (launch.units as u32, 1, 1),
+            (ivf_kernels::TILE_THREADS, 1, 1),
+        );
+        for &(first, count) in &launch.pieces {
             let mut bounds = vec![f32::NAN; (off[first + count] - off[first]) as usize];
             let range = || BoundItemsArgs {
-                offsets: off,
+                offsets: &off,
                 first: first as u32,
                 count: count as u32,
             };
@@ -316,11 +316,11 @@ impl Inputs<'_> {
                 counts: &p.counts,
                 list_item_off: &p.list_item_off,
                 item_pair: &p.item_pair,
-                units: &tw.units,
+                units: &units,
                 norms: &norms,
             };
             let (q, nprobe) = (&self.queries.data, self.nprobe as u32);
-            if n_units > 0 {
+            if launch.units > 0 {
                 ivf_kernels::tile_bounds::launch(
                     self.emu,
                     tiles,
@@ -332,7 +332,7 @@ impl Inputs<'_> {
                     &mut bounds,
                 )?;
             }
-            self.check_bounds(p, (first, count), off, &bounds);
+            self.check_bounds(p, (first, count), &off, &bounds);
             let out = CandidatesArgs {
                 readiness: &mut c.readiness,
                 dist: &mut c.dist,
@@ -353,16 +353,18 @@ impl Inputs<'_> {
         Ok(())
     }
 
-    /// The tiled scan's work as [`ivf_kernels::tile_work`] lists it, checked against the
-    /// host's listing ([`IvfLayout::tile_work`]; panics where they differ: a test's failure).
-    fn tile_work(&self, p: &Plan) -> Result<TileWork> {
+    /// The tiled scan's work as [`ivf_kernels::tile_work`] lists it (its units and bound
+    /// offsets), checked against the host's listing ([`IvfLayout::tile_work`]; panics where
+    /// they differ: a test's failure), and its launches of at most `most` bounds, decided as
+    /// the GPU search decides them ([`TileLaunch`]).
+    fn tile_work(&self, p: &Plan, most: usize) -> Result<(Vec<u32>, Vec<u64>, TileLaunch)> {
         let layout = self.layout;
         let probed = &p.probed[..Total::ProbedLists.of(&p.totals)];
         let want = layout.tile_work(probed, &p.counts, self.params.chunk_rows);
         let pairs = self.queries.len() * self.nprobe;
-        let most = layout.tile_units_at_most(pairs, self.params.chunk_rows);
+        let most_units = layout.tile_units_at_most(pairs, self.params.chunk_rows);
         let items = Total::WorkItems.of(&p.totals);
-        let mut units = vec![u32::MAX; most * ivf_kernels::UNIT_WORDS];
+        let mut units = vec![u32::MAX; most_units * ivf_kernels::UNIT_WORDS];
         let mut bound_off = vec![u64::MAX; items + 1];
         let mut summary = vec![u64::MAX; ivf_kernels::TILE_SUMMARY_WORDS];
         let plan = TileWorkInArgs {
@@ -387,7 +389,9 @@ impl Inputs<'_> {
         );
         assert_eq!(units[..n_units], want.units[..], "tile_work's units");
         assert_eq!(bound_off, want.bound_off, "tile_work's bound offsets");
-        Ok(want)
+        let limits = (most_units, items, most as u64);
+        let launch = TileLaunch::new(&summary, limits, || Ok(bound_off.clone()))?;
+        Ok((units, bound_off, launch))
     }
 
     /// Every bound `tile_bounds` wrote for the items `first..first + count` (from

@@ -172,13 +172,6 @@ pub struct TileWork {
     pub bound_off: Vec<u64>,
 }
 
-impl TileWork {
-    /// The work items in launches whose bounds fit `max_bounds` floats (see [`pieces`]).
-    pub fn pieces(&self, max_bounds: u64) -> Vec<(usize, usize)> {
-        pieces(&self.bound_off, max_bounds)
-    }
-}
-
 /// The work items whose bounds start at `bound_off[..items]` (`bound_off[items]` their
 /// total) in launches whose bounds fit `max_bounds` floats (at least one item each):
 /// `(first, count)` of each.

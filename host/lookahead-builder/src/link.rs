@@ -215,7 +215,9 @@ fn link(req: &LinkRequest, settings: &LinkSettings, output: &Path) -> Result<(),
     // 5. Code generation; the PTX ISA version comes from rustc's target features
     //    (the builder passes -C target-feature=+ptxNN).
     let mut llc = Command::new(tool("llc"));
-    // 32-bit shared, constant and local addresses, as the address-space pass's layout says.
+    // 32-bit shared, constant and local addresses, as the address-space pass's layout says
+    // (a module without marked statics keeps rustc's layout: it has no pointers into those
+    // spaces for the width to matter to).
     llc.arg("--nvptx-short-ptr");
     llc.arg(format!(
         "--mcpu={}",

@@ -59,6 +59,18 @@ pub(super) fn scratch<T: cudarc::driver::DeviceRepr>(
     unsafe { s.alloc::<T>(n.max(1)) }.during("cuMemAllocAsync")
 }
 
+/// `buf` grown to at least `n` elements (its contents are not kept).
+pub(super) fn grow<T: cudarc::driver::DeviceRepr>(
+    s: &Arc<CudaStream>,
+    buf: &mut CudaSlice<T>,
+    n: usize,
+) -> Result<()> {
+    if buf.len() < n {
+        *buf = scratch(s, n)?;
+    }
+    Ok(())
+}
+
 impl Buffers {
     pub(super) fn new(
         s: &Arc<CudaStream>,

@@ -20,7 +20,7 @@ use lookahead::untracked::{Untracked as U, UntrackedManaged, UntrackedMut as UM}
 use lookahead::{DriverContext, Error, Result};
 use lookahead_uvm::{Policy, PolicyBuffer, RingQueue, Staging, UvmRuntime};
 
-use super::buffers::{fill32, Buffers, Capacity};
+use super::buffers::{fill32, grow, Buffers, Capacity};
 use super::{GpuIndex, ScanMethod, SearchOutcome, SearchParams, TILE_PAIRS_PER_LIST};
 use crate::data::Vectors;
 use crate::index::{IvfLayout, TileLaunch};
@@ -260,18 +260,6 @@ const TILE_CHUNK_ROWS: u32 = 4096;
 /// work items runs in several launches.
 const MAX_BOUND_FLOATS: usize = 128 << 20;
 
-/// `buf` grown to at least `n` elements (its contents are not kept).
-fn grow<T: cudarc::driver::DeviceRepr>(
-    s: &Arc<CudaStream>,
-    buf: &mut CudaSlice<T>,
-    n: usize,
-) -> Result<()> {
-    if buf.len() < n {
-        *buf = super::buffers::scratch(s, n)?;
-    }
-    Ok(())
-}
-
 /// How the scan launches: its blocks, and whether by tiles.
 #[derive(Debug, Clone, Copy)]
 struct ScanLaunch {
@@ -342,8 +330,8 @@ impl Search<'_> {
         self.coarse()?;
         self.plan(queue, pulling)?;
         self.host_work(staging)?;
-        // The tiled scan's work is listed on the host from the plan's counts, before the
-        // scan's time starts (the search's time has it).
+        // The tiled scan's work is listed (on the GPU, from the plan's counts) and its size
+        // read back before the scan's time starts (the search's time has it).
         let tiles = match scan.tiled {
             true => Some(self.tile_work()?),
             false => None,
