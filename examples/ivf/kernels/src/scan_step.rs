@@ -56,14 +56,15 @@ fn usable(index: &Index) -> bool {
 /// vectors each step hands it, kept in a [`WarpBest`].
 ///
 /// Each vector is read by [`LANES_PER_ROW`] lanes, 4 vectors per step: lane `g` of a row's
-/// group holds the query's dimensions `g, g + 8, ...` in registers and sums its part; three
-/// shuffles finish the distance, and the group's lanes take turns holding it, so that every
-/// 8 steps each lane holds one of 32 candidates, which the warp offers to its [`WarpBest`]
-/// at once. Lanes `0..K` write the item's `K` nearest.
+/// group holds the query's dimensions `4g..4g + 4, 4g + 32..` in registers and sums its
+/// part; three shuffles finish the distance, and the group's lanes take turns holding it,
+/// so that every 8 steps each lane holds one of 32 candidates, which the warp offers to its
+/// [`WarpBest`] at once. Lanes `0..K` write the item's `K` nearest.
 ///
-/// With `QUADS` (`dim` a multiple of 4 and `rows` 16-byte aligned, see [`scan_rows`]) lane
-/// `g` holds dimensions `4g..4g + 4, 4g + 32..`, loaded 4 at a time: a quarter of the load
-/// instructions and their address arithmetic.
+/// With `QUADS` (`dim` a multiple of 4 and `rows` 16-byte aligned, see [`scan_rows`]) a lane
+/// loads its dimensions 4 at a time (a quarter of the load instructions and their address
+/// arithmetic), otherwise one at a time into the same places: one register layout for
+/// both, so that the fallback does not raise the scans' register count.
 struct ItemScan<'a, const QUADS: bool> {
     /// The item's vectors (`w.a..w.b` of the index).
     rows: &'a [f32],
@@ -81,6 +82,14 @@ struct ItemScan<'a, const QUADS: bool> {
 
 const EMPTY: (f32, u32) = (f32::INFINITY, u32::MAX);
 
+/// A lane's part of one vector, loaded ([`ItemScan::fetch`]) ahead of its sums.
+#[derive(Clone, Copy)]
+struct Fetched {
+    v: [[f32; 4]; LANE_QUADS],
+    id: u32,
+    row: usize,
+}
+
 impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // counted loops keep `qv` in registers (below)
@@ -94,7 +103,7 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
         // which made the scan 3x slower (H100, driver 580.159.04).
         let mut qv = [0.0f32; DIMS_PER_LANE];
         for i in 0..DIMS_PER_LANE {
-            let d = lane_dim::<QUADS>(g, i);
+            let d = lane_dim(g, i);
             if d < dim {
                 qv[i] = query[d];
             }
@@ -116,43 +125,58 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
     /// One step: the distance to vector `row` of the index (this lane's group's; none past
     /// `w.b`), every 8 steps offered with the others.
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // counted loops keep `qv` in registers
     fn step(&mut self, row: usize) {
+        let f = self.fetch(row);
+        self.consume(f);
+    }
+
+    /// This lane's part of vector `row` (its dimensions `lane_dim(g, ..)`, zero past `dim`)
+    /// and the vector's id; zeros and no id past `w.b`.
+    #[inline(always)]
+    fn fetch(&self, row: usize) -> Fetched {
         let (w, dim, g) = (self.w, self.dim, self.g);
-        let mut s = 0.0f32;
+        let mut f = Fetched {
+            v: [[0.0; 4]; LANE_QUADS],
+            id: u32::MAX,
+            row,
+        };
+        if row >= w.b {
+            return f;
+        }
         // The id is loaded with the row, not after its distance: behind the sum it was a
         // second round trip to memory in every step.
-        let id = if row < w.b { self.ids[row] } else { u32::MAX };
-        if row < w.b && QUADS {
-            let at = (row - w.a) * dim;
-            let mut v = [[0.0f32; 4]; LANE_QUADS];
-            for (j, quad) in v.iter_mut().enumerate() {
-                let d = lane_dim::<true>(g, 4 * j);
-                if d < dim {
-                    // SAFETY: a <= row < b and d + 4 <= dim (both multiples of 4), so
-                    // at + d + 4 <= (b - a) * dim <= rows.len(); `rows` is 16-byte aligned
-                    // and at + d a multiple of 4, so the quad is aligned.
-                    *quad = unsafe { quad::load(self.rows, at + d) };
-                }
-            }
-            s = lane_part(&self.qv, &v);
-        } else if row < w.b {
-            let at = (row - w.a) * dim;
-            for i in 0..DIMS_PER_LANE {
-                let d = lane_dim::<false>(g, i);
-                if d < dim {
-                    // SAFETY: a <= row < b and d < dim, so at + d < (b - a) * dim <=
-                    // rows.len().
-                    let t = self.qv[i] - unsafe { *self.rows.get_unchecked(at + d) };
-                    s += t * t;
+        f.id = self.ids[row];
+        let at = (row - w.a) * dim;
+        for (j, quad) in f.v.iter_mut().enumerate() {
+            let d = lane_dim(g, 4 * j);
+            if QUADS && d < dim {
+                // SAFETY: a <= row < b and d + 4 <= dim (both multiples of 4), so
+                // at + d + 4 <= (b - a) * dim <= rows.len(); `rows` is 16-byte aligned
+                // and at + d a multiple of 4, so the quad is aligned.
+                *quad = unsafe { quad::load(self.rows, at + d) };
+            } else if !QUADS {
+                for (u, x) in quad.iter_mut().enumerate() {
+                    if d + u < dim {
+                        // SAFETY: a <= row < b and d + u < dim, so at + d + u <
+                        // (b - a) * dim <= rows.len().
+                        *x = unsafe { *self.rows.get_unchecked(at + d + u) };
+                    }
                 }
             }
         }
+        f
+    }
+
+    /// The distance to a fetched vector, held by the lane whose turn it is; every 8 steps
+    /// the lanes' held candidates are offered together.
+    #[inline(always)]
+    fn consume(&mut self, f: Fetched) {
+        let mut s = lane_part(&self.qv, &f.v);
         s += warp::shfl_xor_f32(s, 1);
         s += warp::shfl_xor_f32(s, 2);
         s += warp::shfl_xor_f32(s, 4);
-        if row < w.b && g == self.step % LANES_PER_ROW {
-            self.held = (s, id);
+        if f.row < self.w.b && self.g == self.step % LANES_PER_ROW {
+            self.held = (s, f.id);
         }
         self.step += 1;
         if self.step % LANES_PER_ROW == 0 {
@@ -161,14 +185,38 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
         }
     }
 
+    /// The rows `rows` hands out, 4 per step (one per group of lanes, `usize::MAX` for none;
+    /// `None` on every lane when done), each step's vectors loaded while the step before is
+    /// summed: one step per round trip to memory left the scans of small batches waiting
+    /// on it.
+    #[inline(always)]
+    fn stream(&mut self, mut rows: impl FnMut() -> Option<usize>) {
+        let Some(row) = rows() else {
+            return;
+        };
+        let mut next = self.fetch(row);
+        loop {
+            let cur = next;
+            let more = rows();
+            if let Some(row) = more {
+                next = self.fetch(row);
+            }
+            self.consume(cur);
+            if more.is_none() {
+                return;
+            }
+        }
+    }
+
     /// Every vector of the item, 4 per step.
     #[inline(always)]
     fn all_rows(&mut self) {
-        let mut r0 = self.w.a;
-        while r0 < self.w.b {
-            self.step(r0 + self.group);
+        let (mut r0, b, group) = (self.w.a, self.w.b, self.group);
+        self.stream(|| {
+            let row = (r0 < b).then_some(r0 + group);
             r0 += 32 / LANES_PER_ROW;
-        }
+            row
+        });
     }
 
     /// The vectors whose lower bound (`bounds[r - w.a]` for vector `r`) does not exceed
@@ -207,14 +255,16 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
                 f += 32; // one 128-byte line
             }
         }
-        for st in 0..LANES_PER_ROW {
-            let at = warp::shfl_idx_u32(low.1, (self.group * LANES_PER_ROW + st) as u32);
-            self.step(if at == u32::MAX {
+        let (group, mut st) = (self.group, 0);
+        self.stream(|| {
+            let at = warp::shfl_idx_u32(low.1, (group * LANES_PER_ROW + st) as u32);
+            st += 1;
+            (st <= LANES_PER_ROW).then_some(if at == u32::MAX {
                 usize::MAX
             } else {
                 w.a + at as usize
-            });
-        }
+            })
+        });
         let mut base = 0;
         while base < n {
             let mut v = bound_rounds(bounds, base, n);
@@ -313,14 +363,11 @@ fn bound_rounds(bounds: &[f32], base: usize, n: usize) -> [f32; BOUND_ROUNDS] {
 // Lanes `0..K` write an item's nearest from the warp's [`WarpBest`] of 32.
 const _: () = assert!(K <= 32);
 
-/// The dimension lane `g` of a row's group holds in its `i`-th register.
+/// The dimension lane `g` of a row's group holds in its `i`-th register: quads
+/// `4g..4g + 4, 4g + 32..`, so that aligned rows load 4 floats at a time.
 #[inline(always)]
-fn lane_dim<const QUADS: bool>(g: usize, i: usize) -> usize {
-    if QUADS {
-        4 * g + 4 * LANES_PER_ROW * (i / 4) + i % 4
-    } else {
-        g + LANES_PER_ROW * i
-    }
+fn lane_dim(g: usize, i: usize) -> usize {
+    4 * g + 4 * LANES_PER_ROW * (i / 4) + i % 4
 }
 
 /// One work item, by the whole warp: the `K` nearest of the vectors `rows` (rows `w.a..`

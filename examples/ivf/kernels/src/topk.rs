@@ -10,9 +10,13 @@ use lookahead_device::prelude::*;
 use crate::K;
 
 /// `(d1, i1)` before `(d2, i2)`: nearer first, then the smaller id.
+///
+/// Bitwise, not short-circuit: `||` and `&&` became branches around every compare of the
+/// sorting networks, and before each of their shuffles the GPU compiler added a check that
+/// the warp had reconverged.
 #[inline(always)]
 pub fn before(d1: f32, i1: u32, d2: f32, i2: u32) -> bool {
-    d1 < d2 || (d1 == d2 && i1 < i2)
+    (d1 < d2) | ((d1 == d2) & (i1 < i2))
 }
 
 /// The `K` best candidates one lane has seen, nearest first; empty places hold
@@ -161,16 +165,17 @@ fn exchange((d, i): (f32, u32), k: u32, j: u32) -> (f32, u32) {
     let (od, oi) = (warp::shfl_xor_f32(d, j), warp::shfl_xor_u32(i, j));
     // The lower lane of a pair keeps the nearer one in ascending runs.
     let keep_nearer = (lane & j == 0) == (lane & k == 0);
-    let take = if keep_nearer {
-        before(od, oi, d, i)
-    } else {
-        before(d, i, od, oi)
-    };
-    if take {
-        (od, oi)
-    } else {
-        (d, i)
-    }
+    // Both compares, then selects: no branch (pairs that compare neither way, as a NaN
+    // distance does, stay where they are on both lanes).
+    let (nearer, farther) = (before(od, oi, d, i), before(d, i, od, oi));
+    let take = (keep_nearer & nearer) | (!keep_nearer & farther);
+    (select(take, od, d), select(take, oi, i))
+}
+
+/// `a` if `take`, else `b`, as a select rather than a branch.
+#[inline(always)]
+fn select<T: Copy>(take: bool, a: T, b: T) -> T {
+    [b, a][take as usize]
 }
 
 /// The 32 best candidates a warp has been offered, nearest first over its lanes (lane `r`
