@@ -73,8 +73,10 @@ pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
 pub const MAX_COARSE_SLICES: usize = 32;
 /// Most candidates [`coarse_merge`] rescores per query (slices times nprobe).
 pub const MAX_COARSE_CANDIDATES: usize = 256;
+/// Threads of a [`merge`] block that works on one query.
+pub const MERGE_THREADS: u32 = 512;
 /// Most warps of a [`merge`] block that works on one query.
-pub const MERGE_WARPS: usize = SCAN_THREADS as usize / 32;
+pub const MERGE_WARPS: usize = MERGE_THREADS as usize / 32;
 /// Most candidates a [`merge`] block per query ranks in shared memory (those that can be
 /// among the `K` nearest; more fall back to merging lists).
 pub const MERGE_RANKED: usize = 512;
@@ -82,7 +84,7 @@ pub const MERGE_RANKED: usize = 512;
 pub const MERGE_SAMPLE: usize = 256;
 /// Threads of the one block of [`plan`].
 pub const PLAN_THREADS: u32 = 1024;
-/// Threads per block of [`scan`] (and of [`merge`]).
+/// Threads per block of [`scan`] (and of [`merge`] with a warp per query).
 pub const SCAN_THREADS: u32 = 256;
 /// [`pull_scan`] copies on every this-many-th SM (the rest scan): on an H100 with two blocks
 /// of 256 threads per SM, 33 SMs of 16 warps, each warp with 4 KiB of loads in flight, keep
@@ -131,7 +133,7 @@ pub fn merge_config(
 ) -> (lookahead::launch::LaunchConfig, MergeShape) {
     let per_block = queries <= sms;
     let cfg = if per_block {
-        lookahead::launch::LaunchConfig::new((queries.max(1) as u32, 1, 1), (SCAN_THREADS, 1, 1))
+        lookahead::launch::LaunchConfig::new((queries.max(1) as u32, 1, 1), (MERGE_THREADS, 1, 1))
     } else {
         lookahead::launch::LaunchConfig::for_len(queries * 32, SCAN_THREADS)
     };

@@ -3,7 +3,7 @@
 use lookahead_device::prelude::*;
 
 use crate::topk::{before, merge_sorted_lists, TopK};
-use crate::{MergeShape, K, MERGE_RANKED, MERGE_SAMPLE, MERGE_WARPS};
+use crate::{MergeShape, K, MERGE_RANKED, MERGE_SAMPLE, MERGE_THREADS, MERGE_WARPS};
 
 /// Each query's `K` nearest over its candidate lists (`pair_cand_off[q * nprobe] ..
 /// pair_cand_off[(q + 1) * nprobe]`, each of `K`).
@@ -15,7 +15,7 @@ use crate::{MergeShape, K, MERGE_RANKED, MERGE_SAMPLE, MERGE_WARPS};
 /// can be among the `K` nearest ([`merge_by_rank`]); when more than [`MERGE_RANKED`] can, its
 /// warps split the candidates, each keeps its `K` best, and warp 0 merges their lists
 /// through shared memory.
-#[kernel(same_len(out_dist, out_ids))]
+#[kernel(same_len(out_dist, out_ids), launch_bounds(threads = MERGE_THREADS))]
 pub fn merge(
     cand_dist: &[f32],
     cand_ids: &[u32],
