@@ -73,7 +73,9 @@ pub const COARSE_WARPS: usize = COARSE_THREADS as usize / 32;
 pub const MAX_COARSE_SLICES: usize = 32;
 /// Most candidates [`coarse_merge`] rescores per query (slices times nprobe).
 pub const MAX_COARSE_CANDIDATES: usize = 256;
-/// Threads of a [`merge`] block that works on one query.
+/// Threads of a [`merge`] block that works on one query: a 1-query batch's merge loads
+/// about 10,000 candidates, and with 256 threads their rounds of loads took most of it;
+/// 1,024 threads would spill at the 64 registers they allow.
 pub const MERGE_THREADS: u32 = 512;
 /// Most warps of a [`merge`] block that works on one query.
 pub const MERGE_WARPS: usize = MERGE_THREADS as usize / 32;
