@@ -102,7 +102,7 @@ fn warp_min((mut bd, mut bi): (f32, u32)) -> (f32, u32) {
     while step > 0 {
         let od = warp::shfl_xor_f32(bd, step);
         let oi = warp::shfl_xor_u32(bi, step);
-        if od < bd || (od == bd && oi < bi) {
+        if before(od, oi, bd, bi) {
             bd = od;
             bi = oi;
         }

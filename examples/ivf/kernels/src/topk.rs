@@ -165,17 +165,15 @@ fn exchange((d, i): (f32, u32), k: u32, j: u32) -> (f32, u32) {
     let (od, oi) = (warp::shfl_xor_f32(d, j), warp::shfl_xor_u32(i, j));
     // The lower lane of a pair keeps the nearer one in ascending runs.
     let keep_nearer = (lane & j == 0) == (lane & k == 0);
-    // Both compares, then selects: no branch (pairs that compare neither way, as a NaN
+    // Both compares, combined without a branch (pairs that compare neither way, as a NaN
     // distance does, stay where they are on both lanes).
     let (nearer, farther) = (before(od, oi, d, i), before(d, i, od, oi));
     let take = (keep_nearer & nearer) | (!keep_nearer & farther);
-    (select(take, od, d), select(take, oi, i))
-}
-
-/// `a` if `take`, else `b`, as a select rather than a branch.
-#[inline(always)]
-fn select<T: Copy>(take: bool, a: T, b: T) -> T {
-    [b, a][take as usize]
+    if take {
+        (od, oi)
+    } else {
+        (d, i)
+    }
 }
 
 /// The 32 best candidates a warp has been offered, nearest first over its lanes (lane `r`
