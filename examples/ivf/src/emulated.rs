@@ -407,7 +407,7 @@ impl Inputs<'_> {
             let b = (a + chunk).min(self.layout.offsets[l + 1] as usize);
             assert_eq!(
                 off[it + 1] - off[it],
-                (b - a) as u64,
+                ivf_kernels::item_bounds(b - a),
                 "item {it}: its bounds"
             );
             for r in a..b {

@@ -84,7 +84,7 @@ impl IvfLayout {
                 }
                 // The chunk's items: its pairs side by side, as the plan numbers them.
                 for _ in 0..pairs {
-                    total += in_chunk as u64;
+                    total += ivf_kernels::item_bounds(in_chunk);
                     work.bound_off.push(total);
                 }
             }
@@ -168,7 +168,8 @@ pub struct TileWork {
     /// [`ivf_kernels::TILE_QUERIES`] of the list's pairs.
     pub units: Vec<u32>,
     /// Per work item, in the plan's order (list by list, chunk by chunk, pairs side by
-    /// side): where its bounds start, one per vector of its chunk; then their total.
+    /// side): where its bounds start, one per vector of its chunk
+    /// ([`ivf_kernels::item_bounds`]); then their total.
     pub bound_off: Vec<u64>,
 }
 

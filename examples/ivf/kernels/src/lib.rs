@@ -46,7 +46,7 @@ pub use merge_step::merge;
 pub use params::*;
 pub use plan_step::{plan, plan_pairs};
 pub use scan_step::{bounded_scan, pull_scan, scan};
-pub use tile_plan::{tile_work, units_at_most, ListWork, TILE_SUMMARY_WORDS};
+pub use tile_plan::{item_bounds, tile_work, units_at_most, ListWork, TILE_SUMMARY_WORDS};
 pub use tile_step::{
     bound_slack, tile_bounds, TILE_QUERIES, TILE_ROWS, TILE_THREADS, UNIT_ROWS, UNIT_WORDS,
 };

@@ -20,8 +20,8 @@ pub const TILE_SUMMARY_WORDS: usize = 3;
 ///   pair of the tile]`: every [`UNIT_ROWS`] vectors of the chunk (fewer where the chunk
 ///   is shorter) against every [`TILE_QUERIES`] of the list's pairs;
 /// - per work item (the chunk's pairs side by side, numbered as the plan numbers them, from
-///   the list's `list_item_off`), the end of its bounds, one per vector of its chunk:
-///   `bound_off[item + 1]`, with `bound_off[0] = 0`.
+///   the list's `list_item_off`), the end of its bounds, one per vector of its chunk
+///   ([`item_bounds`]): `bound_off[item + 1]`, with `bound_off[0] = 0`.
 ///
 /// `summary` gets the units, the work items and the bounds ([`TILE_SUMMARY_WORDS`]).
 /// `units` must hold every unit (the host sizes it by [`units_at_most`]).
@@ -59,6 +59,14 @@ pub fn tile_work(index: Index, plan: TileWorkIn, mut out: TileWorkOut) {
         out.summary[1] = plan.totals[Total::WorkItems as usize] as u64;
         out.summary[2] = bound_base;
     }
+}
+
+/// The bounds a work item of `rows` vectors keeps: one per vector, rounded up to an even
+/// count so that every item's bounds start 8 bytes apart from the first item's
+/// ([`crate::tile_bounds`] writes them in pairs).
+#[inline(always)]
+pub fn item_bounds(rows: usize) -> u64 {
+    rows.next_multiple_of(2) as u64
 }
 
 /// Most units [`tile_work`] lists for `pairs` (query, probe) pairs over lists of `unit_rows`
@@ -121,7 +129,8 @@ impl ListWork {
 
     #[inline(always)]
     fn bounds(&self) -> u64 {
-        (self.pairs * self.len) as u64
+        let (full, last) = (self.len / self.chunk, self.len % self.chunk);
+        self.pairs as u64 * (full as u64 * item_bounds(self.chunk) + item_bounds(last))
     }
 
     /// Its units from `units[unit * UNIT_WORDS]` and its items' bound ends, counting from
@@ -145,7 +154,7 @@ impl ListWork {
                 }
             }
             for _ in 0..self.pairs {
-                bound += in_chunk as u64;
+                bound += item_bounds(in_chunk);
                 item += 1;
                 out.bound_off[item] = bound;
             }

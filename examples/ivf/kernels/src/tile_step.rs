@@ -32,12 +32,11 @@ pub const TILE_THREADS: u32 = 128;
 
 /// Quads of a k-tile: 16 dimensions of each vector per pipeline stage.
 const K_QUADS: usize = 4;
-/// Quads per staged vector: a k-tile and one of padding, so that the 8 vectors a warp's
-/// load instruction reads at one k fall in 8 different bank groups.
-const ROW_PITCH: usize = K_QUADS + 1;
+/// Quads per staged vector: a k-tile, unpadded; [`staged_quad`] places its quads.
+const ROW_PITCH: usize = K_QUADS;
 /// Quads per staged query: all of it and one of padding (the same reason).
 const QUERY_PITCH: usize = MAX_DIM / 4 + 1;
-/// Stages in flight: three stages of 10 KiB and the queries' 16.5 KiB stay within the
+/// Stages in flight: three stages of 8 KiB and the queries' 16.5 KiB stay within the
 /// 48 KiB of static shared memory (four blocks fit an SM).
 const STAGES: usize = 3;
 /// Quads per stage.
@@ -45,6 +44,16 @@ const STAGE_QUADS: usize = TILE_ROWS * ROW_PITCH;
 const THREADS: usize = TILE_THREADS as usize;
 /// Quads each thread copies per stage.
 const COPIES: usize = TILE_ROWS * K_QUADS / THREADS;
+/// Where quad `f` of a stage's row `r` sits in the stage: the row's quads in place, XOR
+/// `(r / 2) % 4`. Each 8 threads of a copy instruction fill two whole rows (128 contiguous
+/// bytes: one shared-memory wavefront), and the 8 rows `8n + g` a fragment load reads at
+/// one column fall in 8 different groups of 4 banks. (Rows padded by a quad did the second
+/// but not the first: Nsight Compute counted 15 wavefronts per copy instruction, 4 ideal.)
+#[inline(always)]
+fn staged_quad(r: usize, f: usize) -> usize {
+    r * ROW_PITCH + (f ^ ((r >> 1) & 3))
+}
+
 /// 16 x 8 tensor-core tiles of a warp's 32 queries x 32 vectors.
 const M_TILES: usize = TILE_QUERIES / 16;
 const N_TILES: usize = 32 / 8;
@@ -231,8 +240,40 @@ type Staged = (
     SharedArray<Quad, { STAGES * STAGE_QUADS }>,
 );
 
-/// The tile's queries against the unit's row tiles: stage `s` is k-tile `s % k_tiles` of
-/// row tile `s / k_tiles`, copied [`STAGES`]` - 1` stages ahead.
+/// A stage of the pipeline: k-tile `kt` of the row tile from the unit's vector `r0` (counted
+/// from `u.a`), in stage buffer `buf`. Counted in `u32` and advanced by additions: a unit's
+/// rows are at most [`UNIT_ROWS`], and 64-bit indices with a `% STAGES` per stage made
+/// integer arithmetic most of the kernel's instructions.
+#[derive(Clone, Copy)]
+struct Stage {
+    r0: u32,
+    kt: u32,
+    buf: u32,
+}
+
+impl Stage {
+    /// The stage after this one, over `k_tiles` k-tiles per row tile.
+    #[inline(always)]
+    fn next(self, k_tiles: u32) -> Stage {
+        let last_k = self.kt + 1 == k_tiles;
+        Stage {
+            r0: if last_k {
+                self.r0 + TILE_ROWS as u32
+            } else {
+                self.r0
+            },
+            kt: if last_k { 0 } else { self.kt + 1 },
+            buf: if self.buf + 1 == STAGES as u32 {
+                0
+            } else {
+                self.buf + 1
+            },
+        }
+    }
+}
+
+/// The tile's queries against the unit's row tiles: the stages of each row tile's k-tiles
+/// in turn, copied [`STAGES`]` - 1` stages ahead.
 #[inline(always)]
 fn tile_pass(
     index: &Index,
@@ -242,21 +283,19 @@ fn tile_pass(
     (qs, qn, stages): Staged,
     bounds: &mut [f32],
 ) {
-    let k_tiles = (u.dim / 4).div_ceil(K_QUADS);
-    let total = (u.b - u.a).div_ceil(TILE_ROWS) * k_tiles;
-    // The next stage to copy, as (row tile's first vector, k-tile), and the one to read.
-    let (mut copy, mut read) = ((u.a, 0), (u.a, 0));
-    let next = |(r0, kt): (usize, usize)| {
-        if kt + 1 == k_tiles {
-            (r0 + TILE_ROWS, 0)
-        } else {
-            (r0, kt + 1)
-        }
+    let k_tiles = (u.dim as u32 / 4).div_ceil(K_QUADS as u32);
+    let total = ((u.b - u.a) as u32).div_ceil(TILE_ROWS as u32) * k_tiles;
+    let copies = UnitCopies::new(index, u);
+    let first = Stage {
+        r0: 0,
+        kt: 0,
+        buf: 0,
     };
-    for s in 0..STAGES - 1 {
+    let (mut copy, mut read) = (first, first);
+    for s in 0..STAGES as u32 - 1 {
         if s < total {
-            copy_stage(index, u, copy, s % STAGES, stages);
-            copy = next(copy);
+            copies.stage(copy, stages);
+            copy = copy.next(k_tiles);
         }
         cp_async::commit_group();
     }
@@ -264,55 +303,74 @@ fn tile_pass(
     for s in 0..total {
         cp_async::wait_group::<{ STAGES as u32 - 2 }>();
         sync_threads(); // stage `s` complete for every thread; stage `s - 1` read by all
-        if s + STAGES - 1 < total {
-            copy_stage(index, u, copy, (s + STAGES - 1) % STAGES, stages);
-            copy = next(copy);
+        if s + STAGES as u32 - 1 < total {
+            copies.stage(copy, stages);
+            copy = copy.next(k_tiles);
         }
         cp_async::commit_group();
-        dot_stage(&mut acc, qs, stages, s % STAGES, read.1);
-        if read.1 + 1 == k_tiles {
-            write_bounds(plan, range, u, read.0, &acc, qn, bounds);
+        dot_stage(&mut acc, qs, stages, read);
+        if read.kt + 1 == k_tiles {
+            write_bounds(plan, range, u, read.r0, &acc, qn, bounds);
             acc = [[[0.0; 4]; N_TILES]; M_TILES];
         }
-        read = next(read);
+        read = read.next(k_tiles);
     }
     cp_async::wait_all();
 }
 
-/// This thread's [`COPIES`] quads of k-tile `kt` of the row tile from vector `r0` into stage
-/// buffer `buf` (rows past the unit and dimensions past `dim` filled with zeros).
-#[inline(always)]
-fn copy_stage(
-    index: &Index,
-    u: Unit,
-    (r0, kt): (usize, usize),
-    buf: usize,
-    stages: SharedArray<Quad, { STAGES * STAGE_QUADS }>,
-) {
-    let t = thread_idx_x() as usize;
-    let base = buf * STAGE_QUADS;
-    for copy in 0..COPIES {
-        let i = t + copy * THREADS;
-        let (r, f) = (i / K_QUADS, i % K_QUADS);
-        let (row, k) = (r0 + r, kt * K_QUADS + f);
-        let dst = stages.as_ptr().wrapping_add(base + r * ROW_PITCH + f) as *mut u8;
-        let inside = row < u.b && 4 * k < u.dim;
-        let src = if inside {
-            row * u.dim + 4 * k
-        } else {
-            u.a * u.dim
-        };
-        // SAFETY: `dst` is this thread's own quad of a stage no thread reads until the
-        // stage's wait (`tile_pass`); `src` lies in the vectors (`row < b`, or the unit's
-        // first vector, read for 0 bytes), 16-byte aligned (`dim` a multiple of 4 and the
-        // vectors aligned, checked in `tile_bounds`).
-        unsafe {
-            cp_async::copy_cg_zfill(
-                dst,
-                index.vectors.as_ptr().wrapping_add(src) as *const u8,
-                if inside { 16 } else { 0 },
-            )
-        };
+/// What a thread copies of each stage: [`COPIES`] quads, of rows `row + 32 c` (`c <
+/// COPIES`) of the row tile at quad `quad` of the k-tile.
+struct UnitCopies {
+    /// The unit's first vector.
+    base: *const f32,
+    /// The unit's vectors.
+    rows: u32,
+    dim: u32,
+    row: u32,
+    quad: u32,
+}
+
+// A thread's copies are one quad of rows 32 apart.
+const _: () = assert!(THREADS % K_QUADS == 0 && THREADS / K_QUADS == 32);
+
+impl UnitCopies {
+    #[inline(always)]
+    fn new(index: &Index, u: Unit) -> Self {
+        let t = thread_idx_x();
+        UnitCopies {
+            base: index.vectors.as_ptr().wrapping_add(u.a * u.dim),
+            rows: (u.b - u.a) as u32,
+            dim: u.dim as u32,
+            row: t / K_QUADS as u32,
+            quad: t % K_QUADS as u32,
+        }
+    }
+
+    /// This thread's quads of stage `at` (rows past the unit and dimensions past `dim`
+    /// filled with zeros).
+    #[inline(always)]
+    fn stage(&self, at: Stage, stages: SharedArray<Quad, { STAGES * STAGE_QUADS }>) {
+        let k = 4 * (at.kt * K_QUADS as u32 + self.quad);
+        let buf = stages.as_ptr().wrapping_add(at.buf as usize * STAGE_QUADS);
+        for c in 0..COPIES as u32 {
+            let r = self.row + 32 * c;
+            let row = at.r0 + r;
+            let dst = buf.wrapping_add(staged_quad(r as usize, self.quad as usize)) as *mut u8;
+            let inside = row < self.rows && k < self.dim;
+            let src = if inside { row * self.dim + k } else { 0 };
+            // SAFETY: `dst` is this thread's own quad of a stage no thread reads until the
+            // stage's wait (`tile_pass`); `src` lies in the unit's vectors (`row < rows`
+            // and `k + 4 <= dim`, or the unit's first vector, read for 0 bytes), which
+            // `unit_of` checked lie in `index.vectors`, 16-byte aligned (`dim` a multiple
+            // of 4 and the vectors aligned, checked in `tile_bounds`).
+            unsafe {
+                cp_async::copy_cg_zfill(
+                    dst,
+                    self.base.wrapping_add(src as usize) as *const u8,
+                    if inside { 16 } else { 0 },
+                )
+            };
+        }
     }
 }
 
@@ -332,9 +390,9 @@ fn dot_stage(
     acc: &mut Acc,
     qs: SharedArray<Quad, { TILE_QUERIES * QUERY_PITCH }>,
     stages: SharedArray<Quad, { STAGES * STAGE_QUADS }>,
-    buf: usize,
-    kt: usize,
+    at: Stage,
 ) {
+    let (buf, kt) = (at.buf as usize, at.kt as usize);
     for step in 0..K_QUADS / 2 {
         dot_k8(
             acc,
@@ -362,11 +420,12 @@ fn dot_k8(
     let (g, t, w0) = fragment_slots();
     let (q, x) = (qs.as_ptr() as *const f32, stages.as_ptr() as *const f32);
     // SAFETY: (below) q: rows below TILE_QUERIES, columns k + t + 4 < MAX_DIM <= 4 *
-    // QUERY_PITCH; x: vectors w0 + 8n + g < TILE_ROWS, columns k_in + t + 4 < 4 * ROW_PITCH,
-    // in buffer `buf < STAGES`: all inside the shared arrays.
+    // QUERY_PITCH; x: vectors w0 + 8n + g < TILE_ROWS, their quads (k_in + col) / 4 <
+    // K_QUADS, in buffer `buf < STAGES`: all inside the shared arrays.
     let query = |m: usize, col: usize| unsafe { (*q.add(m * QUERY_PITCH * 4 + k + col)).to_bits() };
     let vector = |n: usize, col: usize| unsafe {
-        *x.add((buf * STAGE_QUADS + (w0 + n) * ROW_PITCH) * 4 + k_in + col)
+        let quad = buf * STAGE_QUADS + staged_quad(w0 + n, (k_in + col) / 4);
+        *x.add(quad * 4 + col % 4)
     };
     let b: [[u32; 2]; N_TILES] = core::array::from_fn(|n| {
         [
@@ -388,16 +447,16 @@ fn dot_k8(
     }
 }
 
-/// The lane's 32 bounds of the row tile from vector `r0` (queries `g + 8h` for `h < 4`,
-/// vectors `w0 + 8n + 2t + {0, 1}` for `n < 4`), for the items of `u.lo..u.hi`, a query at a
-/// time by constant index (a loop over `acc` was left rolled, which put `acc` in local
-/// memory).
+/// The lane's 32 bounds of the row tile from the unit's vector `r0` (queries `g + 8h` for
+/// `h < 4`, vectors `w0 + 8n + 2t + {0, 1}` for `n < 4`), for the items of `u.lo..u.hi`, a
+/// query at a time by constant index (a loop over `acc` was left rolled, which put `acc` in
+/// local memory).
 #[inline(always)]
 fn write_bounds(
     plan: &TilePlan,
     range: &BoundItems,
     u: Unit,
-    r0: usize,
+    r0: u32,
     acc: &Acc,
     qn: SharedArray<f32, TILE_QUERIES>,
     bounds: &mut [f32],
@@ -410,9 +469,9 @@ fn write_bounds(
     // norm missing from a short `norms` makes its bounds NaN, which the bounded scan never
     // skips on).
     let (_, t, w0) = fragment_slots();
-    let row0 = r0 + w0 + 2 * t;
-    let norm = |row: usize| match row < plan.norms.len() {
-        true => plan.norms[row],
+    let row0 = r0 + (w0 + 2 * t) as u32;
+    let norm = |row: u32| match u.a + (row as usize) < plan.norms.len() {
+        true => plan.norms[u.a + row as usize],
         false => f32::NAN,
     };
     let nx = [0, 1, 8, 9, 16, 17, 24, 25].map(|d| norm(row0 + d));
@@ -454,8 +513,9 @@ impl ConcatPairs for [[f32; 2]; 4] {
 struct Bounds<'a> {
     range: &'a BoundItems,
     u: Unit,
-    /// The lane's first vector (its others: `row0 + {1, 8, 9, 16, 17, 24, 25}`).
-    row0: usize,
+    /// The lane's first vector, counted from the unit's (its others: `row0 + {1, 8, 9,
+    /// 16, 17, 24, 25}`).
+    row0: u32,
     /// The launch's first bound, counted over the batch.
     first: u64,
     /// The norms of the lane's 8 vectors.
@@ -475,29 +535,77 @@ impl Bounds<'_> {
         if it < u.lo || it >= u.hi {
             return;
         }
-        let (nq, out) = (
-            self.qn.get(q),
-            (self.range.offsets[it] - self.first) as usize,
-        );
-        let row = self.row0;
-        self.store(nq, out, (row, self.nx[0]), dots[0]);
-        self.store(nq, out, (row + 1, self.nx[1]), dots[1]);
-        self.store(nq, out, (row + 8, self.nx[2]), dots[2]);
-        self.store(nq, out, (row + 9, self.nx[3]), dots[3]);
-        self.store(nq, out, (row + 16, self.nx[4]), dots[4]);
-        self.store(nq, out, (row + 17, self.nx[5]), dots[5]);
-        self.store(nq, out, (row + 24, self.nx[6]), dots[6]);
-        self.store(nq, out, (row + 25, self.nx[7]), dots[7]);
-    }
-
-    /// The bound of vector `row` (of norm `nx`) against a query of norm `nq` whose bounds
-    /// start at `out`.
-    #[inline(always)]
-    fn store(&mut self, nq: f32, out: usize, (row, nx): (usize, f32), dot: f32) {
-        let u = self.u;
-        if row < u.b {
-            let d = (nq + nx) - 2.0 * dot;
-            self.bounds[out + row - u.start] = d - bound_slack(u.dim) * (nq + nx);
+        let nq = self.qn.get(q);
+        // The item's bounds of the unit's vectors, checked once for the 8 stores.
+        let out = (self.range.offsets[it] - self.first) as usize;
+        let unit = &mut self.bounds[out + (u.a - u.start)..out + (u.b - u.start)];
+        // The lane's rows all inside the unit (all but a list's last row tile) take a store
+        // per two rows, without a check each: scalar stores, each checked, were a branch
+        // around every store, and 4 bytes a lane every other 4 bytes, so that each store
+        // instruction wrote 8 half-used sectors. (Items' bounds start 8 bytes apart,
+        // [`crate::item_bounds`], and `row0` is even.)
+        let values = (nq, bound_slack(u.dim), &self.nx, dots);
+        let paired = unit.as_ptr() as usize % core::mem::align_of::<Pair>() == 0;
+        if paired && (self.row0 + 26) as usize <= unit.len() {
+            store_pairs(unit, self.row0, values);
+        } else {
+            store_each(unit, self.row0, values);
         }
     }
+}
+
+/// Two bounds of adjacent vectors: one 8-byte store.
+#[repr(C, align(8))]
+struct Pair([f32; 2]);
+
+/// One query's bounds (its norm, the slack, the lane's vectors' norms and dot products).
+type RowValues<'a> = (f32, f32, &'a [f32; 8], [f32; 8]);
+
+/// The bound of a vector of norm `nx` against a query of norm `nq`.
+#[inline(always)]
+fn bound(nq: f32, slack: f32, nx: f32, dot: f32) -> f32 {
+    let n = nq + nx;
+    (n - 2.0 * dot) - slack * n
+}
+
+/// One query's bounds against the lane's 8 vectors, rows `row + {0, 1, 8, 9, 16, 17, 24,
+/// 25}` of `unit`, in 4 stores of a [`Pair`]: `row` even, `row + 25 < unit.len()` and
+/// `unit` aligned for a `Pair`.
+#[inline(always)]
+fn store_pairs(unit: &mut [f32], row: u32, (nq, slack, nx, dots): RowValues) {
+    debug_assert!(row % 2 == 0 && (row + 25) as usize <= unit.len());
+    let mut store = |j: usize| {
+        let pair = Pair([
+            bound(nq, slack, nx[2 * j], dots[2 * j]),
+            bound(nq, slack, nx[2 * j + 1], dots[2 * j + 1]),
+        ]);
+        // SAFETY: rows `row + 8j` and the next are inside `unit` (the caller's
+        // `row + 25 < unit.len()`), and 8-byte aligned (`unit` is and `row` is even).
+        unsafe {
+            let at = unit.as_mut_ptr().add(row as usize + 8 * j);
+            at.cast::<Pair>().write(pair);
+        }
+    };
+    store(0);
+    store(1);
+    store(2);
+    store(3);
+}
+
+/// [`store_pairs`] for any `unit`: each bound checked against its length.
+#[inline(always)]
+fn store_each(unit: &mut [f32], row: u32, (nq, slack, nx, dots): RowValues) {
+    let mut store = |d: u32, j: usize| {
+        if let Some(b) = unit.get_mut((row + d) as usize) {
+            *b = bound(nq, slack, nx[j], dots[j]);
+        }
+    };
+    store(0, 0);
+    store(1, 1);
+    store(8, 2);
+    store(9, 3);
+    store(16, 4);
+    store(17, 5);
+    store(24, 6);
+    store(25, 7);
 }
