@@ -306,7 +306,11 @@ impl Inputs<'_> {
             (ivf_kernels::TILE_THREADS, 1, 1),
         );
         for &(first, count) in &launch.pieces {
-            let mut bounds = vec![f32::NAN; (off[first + count] - off[first]) as usize];
+            // 16-byte aligned, as the GPU's buffer is (the bounded scan reads quads).
+            let n = (off[first + count] - off[first]) as usize;
+            let mut storage = vec![f32::NAN; n + 3];
+            let at = (16 - storage.as_ptr() as usize % 16) % 16 / 4;
+            let bounds = &mut storage[at..at + n];
             let range = || BoundItemsArgs {
                 offsets: &off,
                 first: first as u32,
@@ -329,10 +333,10 @@ impl Inputs<'_> {
                     nprobe,
                     plan,
                     range(),
-                    &mut bounds,
+                    bounds,
                 )?;
             }
-            self.check_bounds(p, (first, count), &off, &bounds);
+            self.check_bounds(p, (first, count), &off, bounds);
             let out = CandidatesArgs {
                 readiness: &mut c.readiness,
                 dist: &mut c.dist,
@@ -346,7 +350,7 @@ impl Inputs<'_> {
                 batch,
                 work(p),
                 range(),
-                &bounds,
+                bounds,
                 out,
             )?;
         }

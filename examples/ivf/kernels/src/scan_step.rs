@@ -222,11 +222,13 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
     /// The vectors whose lower bound (`bounds[r - w.a]` for vector `r`) does not exceed
     /// the `K`-th distance kept so far; the others cannot be among the `K` nearest.
     ///
-    /// First the 32 vectors of lowest bound among those each lane checks (every 32nd), so
-    /// that the `K`-th distance is near its final value before the pass that checks every
-    /// bound: then the pass computes little more than the `K` nearest. Bounds are loaded
-    /// [`BOUND_ROUNDS`] rounds of 32 at a time, and the 32 vectors prefetched into L2 before
-    /// their distances: one at a time, each was a round trip to memory.
+    /// First the 32 vectors of lowest bound among those each lane checks (4 in every 128,
+    /// [`LowBounds`]), so that the `K`-th distance is near its final value before the pass
+    /// that checks every bound: then the pass computes little more than the `K` nearest.
+    /// The second pass loads bounds [`BOUND_ROUNDS`] rounds of 32 at a time, and the 32
+    /// vectors are prefetched into L2 before their distances: one at a time, each was a
+    /// round trip to memory. `bounds` holds the item's bounds padded to a multiple of 4
+    /// ([`crate::item_bounds`]), 16-byte aligned.
     ///
     /// Tried on the H100 and slower: the `K` lowest bounds exactly (a second [`WarpBest`]
     /// over all the bounds: 2.7 times as long), and only the `K` lowest of the 32 (a looser
@@ -235,18 +237,7 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
     fn bounded_rows(&mut self, bounds: &[f32]) {
         let (w, lane) = (self.w, lane_id() as usize);
         let n = w.b - w.a;
-        let mut low = EMPTY;
-        let mut base = 0;
-        while base < n {
-            let v = bound_rounds(bounds, base, n);
-            for (j, &b) in v.iter().enumerate() {
-                let r = base + 32 * j + lane;
-                if r < n && (low.1 == u32::MAX || b < low.0) {
-                    low = (b, r as u32);
-                }
-            }
-            base += 32 * BOUND_ROUNDS;
-        }
+        let low = LowBounds::of(bounds, n).0;
         if low.1 != u32::MAX {
             let row = self.rows.as_ptr().wrapping_add(low.1 as usize * self.dim);
             let mut f = 0;
@@ -276,7 +267,8 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
                 // Not `b <= kth`: a NaN bound passes (its distance is computed, as the
                 // warp scan computes it).
                 let above = b.partial_cmp(&self.best.kth().0) == Some(core::cmp::Ordering::Greater);
-                let pass = r < n && r as u32 != low.1 && !above;
+                let taken = LowBounds::taken(low.1, r); // a shuffle: every lane, every round
+                let pass = r < n && !taken && !above;
                 self.bounded_round(w.a + base, warp::ballot(pass));
                 base += 32;
             }
@@ -338,6 +330,53 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
             out.dist[first + lane] = d;
             out.ids[first + lane] = id;
         }
+    }
+}
+
+/// Each lane's vector of lowest bound among the rows `128 j + 4 lane + {0, 1, 2, 3}` of an
+/// item (`(bound, row)`, [`EMPTY`] for none), read 16 bytes a lane and [`LOW_QUADS`] quads at
+/// a time: the first pass over an item's bounds waited on their loads, and quads put 4
+/// times the bytes in flight per load instruction.
+struct LowBounds((f32, u32));
+
+/// Quads of bounds a lane loads at once in [`LowBounds::of`].
+const LOW_QUADS: usize = 4;
+
+impl LowBounds {
+    /// Over the first `n` bounds of `bounds` (padded to a multiple of 4, 16-byte aligned).
+    #[inline(always)]
+    fn of(bounds: &[f32], n: usize) -> LowBounds {
+        let lane = lane_id() as usize;
+        let mut low = EMPTY;
+        let mut base = 0;
+        while base < n {
+            let mut v = [[f32::INFINITY; 4]; LOW_QUADS];
+            for (j, quad) in v.iter_mut().enumerate() {
+                let r = base + 128 * j + 4 * lane;
+                if r + 4 <= bounds.len() {
+                    // SAFETY: in bounds (checked), `r` a multiple of 4 and `bounds`
+                    // 16-byte aligned (checked in `bounded_scan`).
+                    *quad = unsafe { quad::load(bounds, r) };
+                }
+            }
+            for (j, quad) in v.iter().enumerate() {
+                for (k, &b) in quad.iter().enumerate() {
+                    let r = base + 128 * j + 4 * lane + k;
+                    if r < n && (low.1 == u32::MAX || b < low.0) {
+                        low = (b, r as u32);
+                    }
+                }
+            }
+            base += 128 * LOW_QUADS;
+        }
+        LowBounds(low)
+    }
+
+    /// Whether row `r` of the item is one of the lanes' rows of lowest bound (`low` each
+    /// lane's row): only the lane of `r`'s quad can have taken it.
+    #[inline(always)]
+    fn taken(low: u32, r: usize) -> bool {
+        warp::shfl_idx_u32(low, ((r % 128) / 4) as u32) == r as u32
     }
 }
 
@@ -455,7 +494,8 @@ pub fn scan(index: Index, batch: Batch, work: WorkPlan, queue: RequestQueue, mut
 /// each warp takes items of the range in turn, as [`scan`] does, but computes the exact
 /// distance only to the vectors whose bound does not exceed the `K`-th kept so far (the
 /// 32 of lowest bound first). A vector it skips is farther than the item's `K`-th, so the
-/// `K` nearest are [`scan`]'s, bit for bit.
+/// `K` nearest are [`scan`]'s, bit for bit. `bounds` must be 16-byte aligned, with each
+/// item's bounds padded as [`crate::item_bounds`] pads them (otherwise it writes nothing).
 #[kernel(launch_bounds(threads = SCAN_THREADS, blocks_per_sm = 2))]
 pub fn bounded_scan(
     index: Index,
@@ -465,7 +505,7 @@ pub fn bounded_scan(
     bounds: &[f32],
     mut out: Candidates,
 ) {
-    if !usable(&index) {
+    if !usable(&index) || !quad::aligned(bounds) {
         return;
     }
     let dim = index.dim as usize;
@@ -480,7 +520,7 @@ pub fn bounded_scan(
     while it < end {
         let w = item(&work, &index, &batch, it);
         let rows = &index.vectors[w.a * dim..w.b * dim];
-        let b = &bounds[at(it)..at(it) + (w.b - w.a)];
+        let b = &bounds[at(it)..at(it + 1).max(at(it) + (w.b - w.a))];
         if it + warps < end {
             // The next item's bounds on their way while this one is scanned.
             let next = bounds.as_ptr().wrapping_add(at(it + warps));

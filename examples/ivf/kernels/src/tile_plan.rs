@@ -61,12 +61,13 @@ pub fn tile_work(index: Index, plan: TileWorkIn, mut out: TileWorkOut) {
     }
 }
 
-/// The bounds a work item of `rows` vectors keeps: one per vector, rounded up to an even
-/// count so that every item's bounds start 8 bytes apart from the first item's
-/// ([`crate::tile_bounds`] writes them in pairs).
+/// The bounds a work item of `rows` vectors keeps: one per vector, rounded up to a multiple
+/// of 4 so that every item's bounds start a multiple of 16 bytes from the first item's
+/// ([`crate::tile_bounds`] writes them in pairs, [`crate::bounded_scan`] reads them in
+/// quads).
 #[inline(always)]
 pub fn item_bounds(rows: usize) -> u64 {
-    rows.next_multiple_of(2) as u64
+    rows.next_multiple_of(4) as u64
 }
 
 /// Most units [`tile_work`] lists for `pairs` (query, probe) pairs over lists of `unit_rows`

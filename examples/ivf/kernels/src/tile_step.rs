@@ -542,7 +542,7 @@ impl Bounds<'_> {
         // The lane's rows all inside the unit (all but a list's last row tile) take a store
         // per two rows, without a check each: scalar stores, each checked, were a branch
         // around every store, and 4 bytes a lane every other 4 bytes, so that each store
-        // instruction wrote 8 half-used sectors. (Items' bounds start 8 bytes apart,
+        // instruction wrote 8 half-used sectors. (Items' bounds start 16 bytes apart,
         // [`crate::item_bounds`], and `row0` is even.)
         let values = (nq, bound_slack(u.dim), &self.nx, dots);
         let paired = unit.as_ptr() as usize % core::mem::align_of::<Pair>() == 0;
