@@ -225,9 +225,11 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
     /// First the 32 vectors of lowest bound among those each lane checks (4 in every 128,
     /// [`LowBounds`]), so that the `K`-th distance is near its final value before the pass
     /// that checks every bound: then the pass computes little more than the `K` nearest.
-    /// The second pass loads bounds [`BOUND_ROUNDS`] rounds of 32 at a time, and the 32
-    /// vectors are prefetched into L2 before their distances: one at a time, each was a
-    /// round trip to memory. `bounds` holds the item's bounds padded to a multiple of 4
+    /// The second pass reads the bounds the same way, [`LOW_QUADS`] quads a lane at a time,
+    /// in rounds of every 4th row (a round of 32 rows in a row per load had a quarter of
+    /// the bytes in flight, and the pass waited on them); the first pass's 32 vectors are
+    /// prefetched into L2 before their distances: one at a time, each was a round trip to
+    /// memory. `bounds` holds the item's bounds padded to a multiple of 4
     /// ([`crate::item_bounds`]), 16-byte aligned.
     ///
     /// Tried on the H100 and slower: the `K` lowest bounds exactly (a second [`WarpBest`]
@@ -258,20 +260,30 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
         });
         let mut base = 0;
         while base < n {
-            let mut v = bound_rounds(bounds, base, n);
+            let q = LowBounds::quads(bounds, base);
+            let mut v: [f32; 4 * LOW_QUADS] = core::array::from_fn(|i| q[i / 4][i % 4]);
             // A shift instead of an index: the loop is not unrolled (each round inlines the
             // whole step), and `v[j]` with a variable `j` would put `v` in local memory.
-            for _ in 0..BOUND_ROUNDS {
-                let (b, r) = (v[0], base + lane);
-                v = [v[1], v[2], v[3], v[4], v[5], v[6], v[7], f32::INFINITY];
+            // Round `t` is element `t % 4` of each lane's quad `t / 4`: rows 4 apart.
+            for t in 0..4 * LOW_QUADS {
+                let b = v[0];
+                v = core::array::from_fn(|i| {
+                    if i + 1 < v.len() {
+                        v[i + 1]
+                    } else {
+                        f32::INFINITY
+                    }
+                });
+                let first = base + 128 * (t / 4) + t % 4;
+                let r = first + 4 * lane;
                 // Not `b <= kth`: a NaN bound passes (its distance is computed, as the
                 // warp scan computes it).
                 let above = b.partial_cmp(&self.best.kth().0) == Some(core::cmp::Ordering::Greater);
-                let taken = LowBounds::taken(low.1, r); // a shuffle: every lane, every round
-                let pass = r < n && !taken && !above;
-                self.bounded_round(w.a + base, warp::ballot(pass));
-                base += 32;
+                // The lane's own quad: only it can have taken `r` in the first pass.
+                let pass = r < n && r as u32 != low.1 && !above;
+                self.bounded_round(w.a + first, 4, warp::ballot(pass));
             }
+            base += 128 * LOW_QUADS;
         }
     }
 
@@ -285,9 +297,9 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
         }
     }
 
-    /// The vectors `first + i` for the bits `i` of `mask`, 4 per step.
+    /// The vectors `first + stride * i` for the bits `i` of `mask`, 4 per step.
     #[inline(always)]
-    fn bounded_round(&mut self, first: usize, mut mask: u32) {
+    fn bounded_round(&mut self, first: usize, stride: usize, mut mask: u32) {
         while mask != 0 {
             let m1 = mask & mask.wrapping_sub(1);
             let m2 = m1 & m1.wrapping_sub(1);
@@ -299,7 +311,7 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
                 _ => m3,
             };
             let row = if mine != 0 {
-                first + mine.trailing_zeros() as usize
+                first + stride * mine.trailing_zeros() as usize
             } else {
                 usize::MAX
             };
@@ -350,15 +362,7 @@ impl LowBounds {
         let mut low = EMPTY;
         let mut base = 0;
         while base < n {
-            let mut v = [[f32::INFINITY; 4]; LOW_QUADS];
-            for (j, quad) in v.iter_mut().enumerate() {
-                let r = base + 128 * j + 4 * lane;
-                if r + 4 <= bounds.len() {
-                    // SAFETY: in bounds (checked), `r` a multiple of 4 and `bounds`
-                    // 16-byte aligned (checked in `bounded_scan`).
-                    *quad = unsafe { quad::load(bounds, r) };
-                }
-            }
+            let v = Self::quads(bounds, base);
             for (j, quad) in v.iter().enumerate() {
                 for (k, &b) in quad.iter().enumerate() {
                     let r = base + 128 * j + 4 * lane + k;
@@ -372,31 +376,22 @@ impl LowBounds {
         LowBounds(low)
     }
 
-    /// Whether row `r` of the item is one of the lanes' rows of lowest bound (`low` each
-    /// lane's row): only the lane of `r`'s quad can have taken it.
+    /// The lane's [`LOW_QUADS`] quads of bounds from `base` (a multiple of 128): rows
+    /// `base + 128 j + 4 lane..`, infinity past `bounds`.
     #[inline(always)]
-    fn taken(low: u32, r: usize) -> bool {
-        warp::shfl_idx_u32(low, ((r % 128) / 4) as u32) == r as u32
-    }
-}
-
-/// Rounds of 32 bounds [`ItemScan::bounded_rows`] loads at once.
-const BOUND_ROUNDS: usize = 8;
-const _: () = assert!(BOUND_ROUNDS == 8, "bounded_rows shifts 8 bounds");
-
-/// This lane's bounds of the [`BOUND_ROUNDS`] rounds of 32 from `base` (of `n`), loaded at
-/// once; infinity past `n`.
-#[inline(always)]
-fn bound_rounds(bounds: &[f32], base: usize, n: usize) -> [f32; BOUND_ROUNDS] {
-    let lane = lane_id() as usize;
-    let mut v = [f32::INFINITY; BOUND_ROUNDS];
-    for (j, b) in v.iter_mut().enumerate() {
-        let r = base + 32 * j + lane;
-        if r < n {
-            *b = bounds[r];
+    fn quads(bounds: &[f32], base: usize) -> [[f32; 4]; LOW_QUADS] {
+        let lane = lane_id() as usize;
+        let mut v = [[f32::INFINITY; 4]; LOW_QUADS];
+        for (j, quad) in v.iter_mut().enumerate() {
+            let r = base + 128 * j + 4 * lane;
+            if r + 4 <= bounds.len() {
+                // SAFETY: in bounds (checked), `r` a multiple of 4 and `bounds` 16-byte
+                // aligned (checked in `bounded_scan`).
+                *quad = unsafe { quad::load(bounds, r) };
+            }
         }
+        v
     }
-    v
 }
 
 // Lanes `0..K` write an item's nearest from the warp's [`WarpBest`] of 32.
