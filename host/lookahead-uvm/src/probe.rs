@@ -166,11 +166,8 @@ impl MachineProfile {
         let gb = REGION as f64 / 1e9;
         p.warm_up()?;
         let fault_s = p.faults(0)?;
-        // Resident read of region 0 (now on the GPU), best of three.
-        let mut device_s = f64::MAX;
-        for _ in 0..3 {
-            device_s = device_s.min(p.timed_read(0)?);
-        }
+        // Resident read of region 0 (now on the GPU).
+        let device_s = best_of(3, || p.timed_read(0))?;
         let bulk_s = p.bulk_prefetch(1)?;
         let range_s = p.range_prefetch(2)?;
         let (remote_s, advice_s) = p.remote_read(3)?;
@@ -322,10 +319,7 @@ impl<'g> Probe<'g> {
         // Best of three, as the resident read: the pages stay on the host under the advice,
         // and one read alone measured 44 GB/s on an H100 whose searches then read at 50,
         // enough for `Auto` to pick GPU-driven requests over the pull at 63% probed.
-        let mut read_s = f64::MAX;
-        for _ in 0..3 {
-            read_s = read_s.min(self.timed_read(i)?);
-        }
+        let read_s = best_of(3, || self.timed_read(i))?;
         let t = Instant::now();
         lookahead::advice::advise(self.gpu, r, Advice::UnsetAccessedBy(to))?;
         advice_s += t.elapsed().as_secs_f64();
@@ -334,18 +328,26 @@ impl<'g> Probe<'g> {
 
     /// A host round trip: a 4-byte copy back and a synchronisation, best of five.
     fn round_trip(&self) -> Result<f64> {
-        let mut best = f64::MAX;
-        for _ in 0..5 {
+        best_of(5, || {
             let t = Instant::now();
             let mut v = [0u32];
             self.stream
                 .memcpy_dtoh(&self.sink.slice(0..1), &mut v)
                 .during("cuMemcpyDtoH")?;
             self.sync()?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
-        Ok(best)
+            Ok(t.elapsed().as_secs_f64())
+        })
     }
+}
+
+/// The least of `times` measurements (seconds) by `measure`: one run alone is noisier
+/// than the machine.
+fn best_of(times: usize, mut measure: impl FnMut() -> Result<f64>) -> Result<f64> {
+    let mut best = f64::MAX;
+    for _ in 0..times {
+        best = best.min(measure()?);
+    }
+    Ok(best)
 }
 
 /// GB/s the request path delivers to a kernel that waits: `request_and_sum` over 32 ranges
