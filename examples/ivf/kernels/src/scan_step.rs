@@ -260,12 +260,11 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
         });
         let mut base = 0;
         while base < n {
-            let q = LowBounds::quads(bounds, base);
-            let mut v: [f32; 4 * LOW_QUADS] = core::array::from_fn(|i| q[i / 4][i % 4]);
+            let mut v = LowBounds::quads(bounds, base);
             // A shift instead of an index: the loop is not unrolled (each round inlines the
             // whole step), and `v[j]` with a variable `j` would put `v` in local memory.
-            // Round `t` is element `t % 4` of each lane's quad `t / 4`: rows 4 apart.
-            for t in 0..4 * LOW_QUADS {
+            // Round `t` is bound `t` of every lane: rows 4 apart.
+            for t in 0..LOW_BOUNDS {
                 let b = v[0];
                 v = core::array::from_fn(|i| {
                     if i + 1 < v.len() {
@@ -274,8 +273,8 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
                         f32::INFINITY
                     }
                 });
-                let first = base + 128 * (t / 4) + t % 4;
-                let r = first + 4 * lane;
+                let r = LowBounds::row(base, t);
+                let first = r - 4 * lane;
                 // Not `b <= kth`: a NaN bound passes (its distance is computed, as the
                 // warp scan computes it).
                 let above = b.partial_cmp(&self.best.kth().0) == Some(core::cmp::Ordering::Greater);
@@ -351,24 +350,24 @@ impl<'a, const QUADS: bool> ItemScan<'a, QUADS> {
 /// times the bytes in flight per load instruction.
 struct LowBounds((f32, u32));
 
-/// Quads of bounds a lane loads at once in [`LowBounds::of`].
+/// Quads of bounds a lane loads at once ([`LowBounds::quads`]), in both passes of
+/// [`ItemScan::bounded_rows`].
 const LOW_QUADS: usize = 4;
+/// Bounds a lane loads at once.
+const LOW_BOUNDS: usize = 4 * LOW_QUADS;
 
 impl LowBounds {
     /// Over the first `n` bounds of `bounds` (padded to a multiple of 4, 16-byte aligned).
     #[inline(always)]
     fn of(bounds: &[f32], n: usize) -> LowBounds {
-        let lane = lane_id() as usize;
         let mut low = EMPTY;
         let mut base = 0;
         while base < n {
             let v = Self::quads(bounds, base);
-            for (j, quad) in v.iter().enumerate() {
-                for (k, &b) in quad.iter().enumerate() {
-                    let r = base + 128 * j + 4 * lane + k;
-                    if r < n && (low.1 == u32::MAX || b < low.0) {
-                        low = (b, r as u32);
-                    }
+            for (t, &b) in v.iter().enumerate() {
+                let r = Self::row(base, t);
+                if r < n && (low.1 == u32::MAX || b < low.0) {
+                    low = (b, r as u32);
                 }
             }
             base += 128 * LOW_QUADS;
@@ -376,18 +375,24 @@ impl LowBounds {
         LowBounds(low)
     }
 
-    /// The lane's [`LOW_QUADS`] quads of bounds from `base` (a multiple of 128): rows
-    /// `base + 128 j + 4 lane..`, infinity past `bounds`.
+    /// The row of the lane's bound `t` of those [`LowBounds::quads`] loads from `base`:
+    /// element `t % 4` of its quad `t / 4`.
     #[inline(always)]
-    fn quads(bounds: &[f32], base: usize) -> [[f32; 4]; LOW_QUADS] {
-        let lane = lane_id() as usize;
-        let mut v = [[f32::INFINITY; 4]; LOW_QUADS];
-        for (j, quad) in v.iter_mut().enumerate() {
-            let r = base + 128 * j + 4 * lane;
+    fn row(base: usize, t: usize) -> usize {
+        base + 128 * (t / 4) + 4 * lane_id() as usize + t % 4
+    }
+
+    /// The lane's [`LOW_QUADS`] quads of bounds from `base` (a multiple of 128), bound `t`
+    /// that of row [`LowBounds::row`]`(base, t)`; infinity past `bounds`.
+    #[inline(always)]
+    fn quads(bounds: &[f32], base: usize) -> [f32; LOW_BOUNDS] {
+        let mut v = [f32::INFINITY; LOW_BOUNDS];
+        for (j, quad) in v.chunks_exact_mut(4).enumerate() {
+            let r = Self::row(base, 4 * j);
             if r + 4 <= bounds.len() {
                 // SAFETY: in bounds (checked), `r` a multiple of 4 and `bounds` 16-byte
                 // aligned (checked in `bounded_scan`).
-                *quad = unsafe { quad::load(bounds, r) };
+                quad.copy_from_slice(&unsafe { quad::load(bounds, r) });
             }
         }
         v
