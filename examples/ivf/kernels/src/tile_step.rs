@@ -573,7 +573,7 @@ fn bound(nq: f32, slack: f32, nx: f32, dot: f32) -> f32 {
 /// `unit` aligned for a `Pair`.
 #[inline(always)]
 fn store_pairs(unit: &mut [f32], row: u32, (nq, slack, nx, dots): RowValues) {
-    debug_assert!(row % 2 == 0 && (row + 25) as usize <= unit.len());
+    debug_assert!(row % 2 == 0 && ((row + 25) as usize) < unit.len());
     let mut store = |j: usize| {
         let pair = Pair([
             bound(nq, slack, nx[2 * j], dots[2 * j]),
